@@ -1,0 +1,9 @@
+"""bpy-free simulation core: scene description (model), settings, engines (OpenCL and NumPy reference)."""
+from .model import Material, Model, ModelBuilder, quaternion_to_matrix
+from .settings import SimulationSettings, derive_contact_parameters
+from .state import BodyState
+
+__all__ = [
+    "BodyState", "Material", "Model", "ModelBuilder", "SimulationSettings",
+    "derive_contact_parameters", "quaternion_to_matrix",
+]

@@ -1,0 +1,236 @@
+"""Plain NumPy implementation of one substep: the specification the OpenCL kernels are tested against.
+
+It is written for clarity, not speed: contacts are found by brute force (every particle against
+every other), so it also checks the grid of the OpenCL engine. Use it for scenes of up to a few
+thousand particles.
+
+One substep (seed ch. 5-6, with friction and restitution added):
+ 1. particle kinematics: p = x + R r0, v = v_body + w x (R r0)
+ 2. per particle: spring-dashpot normal force and Coulomb-capped tangential spring-dashpot
+    (friction) against other bodies' particles, static particles and planes
+ 3. per body: F = sum f + M g, T = sum (r x f + tau); P += F dt, L += T dt, damping, terminal speed
+ 4. x += v dt, w = R I^-1 R^T L (current R), q = dq(w dt) q, normalised
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .model import STATIC_BODY, Model, quaternion_to_matrix
+from .settings import FRICTION_SLOTS, SimulationSettings, derive_contact_parameters
+from .state import BodyState, StateMixin
+
+EMPTY_SLOT = -1
+
+
+def plane_key(plane_index: int) -> int:
+    """Friction-history key of a plane contact (particle contacts use the partner's index)."""
+    return -2 - plane_index
+
+
+def quaternion_multiply(a, b):
+    aw, ax, ay, az = a
+    bw, bx, by, bz = b
+    return np.array([
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    ])
+
+
+def rotation_quaternion(omega, dt):
+    """Quaternion of a rotation by |omega| dt about omega (seed eq. 5.12)."""
+    speed = np.linalg.norm(omega)
+    angle = speed * dt
+    if angle < 1e-12:
+        return np.array([1.0, 0.0, 0.0, 0.0])
+    axis = omega / speed
+    return np.concatenate([[np.cos(angle / 2)], axis * np.sin(angle / 2)])
+
+
+class ReferenceEngine(StateMixin):
+    """Same model, parameters and step as ``OpenCLEngine``, in float64 NumPy."""
+
+    def __init__(self, model: Model, settings: SimulationSettings | None = None):
+        self.model = model
+        self.settings = settings or SimulationSettings()
+        self.params = derive_contact_parameters(model, self.settings)
+        self.time = 0.0
+        self.substeps_done = 0
+        m = model
+        self.x = m.body_position.copy()
+        self.q = m.body_orientation.copy()
+        self.P = m.body_velocity * m.body_mass[:, None]
+        self.L = np.zeros_like(self.x)
+        for b in range(m.body_count):
+            inertia_world = self._rotation(b) @ m.body_inertia_local[b] @ self._rotation(b).T
+            self.L[b] = inertia_world @ m.body_angular_velocity[b]
+        self.history_key = np.full((m.particle_count, FRICTION_SLOTS), EMPTY_SLOT, dtype=np.int64)
+        self.history_xi = np.zeros((m.particle_count, FRICTION_SLOTS, 3))
+        self.dynamic = m.particle_body != STATIC_BODY
+
+    # -- body kinematics -------------------------------------------------------------------
+    def _rotation(self, b):
+        return quaternion_to_matrix(self.q[b])
+
+    def _omega(self, b):
+        rot = self._rotation(b)
+        return rot @ self.model.body_inv_inertia_local[b] @ rot.T @ self.L[b]
+
+    def body_state(self) -> BodyState:
+        m = self.model
+        omega = np.array([self._omega(b) for b in range(m.body_count)]).reshape(-1, 3)
+        return BodyState(self.x.copy(), self.q.copy(), self.P / m.body_mass[:, None], omega)
+
+    def particle_kinematics(self):
+        """World positions and velocities of all particles, and the world offsets from their COM."""
+        m = self.model
+        pos = m.particle_offset.copy()
+        vel = np.zeros_like(pos)
+        offset_world = np.zeros_like(pos)
+        state = self.body_state()
+        rot = quaternion_to_matrix(self.q)
+        body = m.particle_body
+        dyn = self.dynamic
+        offset_world[dyn] = np.einsum("pij,pj->pi", rot[body[dyn]], m.particle_offset[dyn])
+        pos[dyn] = self.x[body[dyn]] + offset_world[dyn]
+        vel[dyn] = state.velocity[body[dyn]] + np.cross(state.angular_velocity[body[dyn]], offset_world[dyn])
+        return pos, vel, offset_world, state
+
+    def particle_positions(self) -> np.ndarray:
+        return self.particle_kinematics()[0]
+
+    # -- contacts --------------------------------------------------------------------------
+    def find_particle_pairs(self, pos):
+        """All (i, j), i dynamic, j of another body (or static), closer than a diameter; i-major, j ascending."""
+        m = self.model
+        d = 2 * m.particle_radius
+        body = m.particle_body
+        diff = pos[None, :, :] - pos[:, None, :]
+        dist2 = np.einsum("ijk,ijk->ij", diff, diff)
+        close = (dist2 < d * d) & (body[:, None] != body[None, :]) & self.dynamic[:, None]
+        np.fill_diagonal(close, False)
+        return np.argwhere(close)
+
+    def step(self, count: int = 1):
+        for _ in range(count):
+            self._step()
+
+    def _particle_material(self, p):
+        b = self.model.particle_body[p]
+        if b == STATIC_BODY:
+            return self.model.static_particle_material[p - self.model.dynamic_particle_count]
+        return self.model.body_material[b]
+
+    def _contact(self, i, key, n, overlap, vel_i, omega_i, vel_j, omega_j, mat_j, mass_j, slots_in, slots_out):
+        """Force on particle i from one contact, and the torque about i's centre. n points i -> j."""
+        pr = self.params
+        m = self.model
+        r = m.particle_radius
+        b = m.particle_body[i]
+        mat_i = m.body_material[b]
+        mass_i = m.body_effective_mass[b]
+        m_eff = mass_i if mass_j is None else mass_i * mass_j / (mass_i + mass_j)
+        zeta = pr.damping_ratio[mat_i, mat_j]
+        damping = 2 * zeta * np.sqrt(m_eff * pr.stiffness)
+        damping_t = 2 * zeta * np.sqrt(m_eff * pr.tangential_stiffness)
+        arm = r * n
+        vc_i = vel_i + np.cross(omega_i, arm)
+        vc_j = vel_j + np.cross(omega_j, -arm)
+        v_rel = vc_i - vc_j
+        vn = v_rel @ n
+        fn = pr.stiffness * overlap + damping * vn
+        fn = max(fn, 0.0)
+        v_t = v_rel - vn * n
+        xi = np.zeros(3)
+        for s in range(FRICTION_SLOTS):
+            if slots_in[0][s] == key:
+                xi = slots_in[1][s] - (slots_in[1][s] @ n) * n
+                break
+        xi = xi + v_t * pr.substep
+        f_t = -pr.tangential_stiffness * xi - damping_t * v_t
+        limit = pr.friction[mat_i, mat_j] * fn
+        ft_norm = np.linalg.norm(f_t)
+        if ft_norm > limit:
+            f_t = f_t * (limit / ft_norm) if ft_norm > 0 else f_t * 0
+            xi = -(f_t + damping_t * v_t) / pr.tangential_stiffness
+        count = slots_out[2]
+        if count < FRICTION_SLOTS:
+            slots_out[0][count] = key
+            slots_out[1][count] = xi
+            slots_out[2] = count + 1
+        force = -fn * n + f_t
+        return force, np.cross(arm, f_t)
+
+    def _step(self):
+        m = self.model
+        pr = self.params
+        dt = pr.substep
+        r = m.particle_radius
+        pos, vel, offset_world, state = self.particle_kinematics()
+        force = np.zeros_like(pos)
+        torque = np.zeros_like(pos)
+        new_key = np.full_like(self.history_key, EMPTY_SLOT)
+        new_xi = np.zeros_like(self.history_xi)
+        pairs = self.find_particle_pairs(pos)
+        by_particle: dict[int, list[int]] = {}
+        for i, j in pairs:
+            by_particle.setdefault(int(i), []).append(int(j))
+        zero = np.zeros(3)
+        for i in np.flatnonzero(self.dynamic):
+            b = m.particle_body[i]
+            omega_i = state.angular_velocity[b]
+            slots_in = (self.history_key[i], self.history_xi[i])
+            slots_out = [new_key[i], new_xi[i], 0]
+            for j in by_particle.get(int(i), ()):
+                delta = pos[j] - pos[i]
+                dist = np.linalg.norm(delta)
+                if dist <= 1e-9 * r:
+                    continue
+                n = delta / dist
+                bj = m.particle_body[j]
+                if bj == STATIC_BODY:
+                    omega_j, mass_j = zero, None
+                else:
+                    omega_j, mass_j = state.angular_velocity[bj], m.body_effective_mass[bj]
+                f, t = self._contact(i, j, n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
+                                     self._particle_material(j), mass_j, slots_in, slots_out)
+                force[i] += f
+                torque[i] += t
+            for g in range(m.plane_count):
+                height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
+                if height < r:
+                    f, t = self._contact(i, plane_key(g), -m.plane_normal[g], r - height, vel[i], omega_i,
+                                         zero, zero, m.plane_material[g], None, slots_in, slots_out)
+                    force[i] += f
+                    torque[i] += t
+        self.history_key, self.history_xi = new_key, new_xi
+        self._integrate(force, torque, offset_world)
+        self.time += dt
+        self.substeps_done += 1
+
+    def _integrate(self, force, torque, offset_world):
+        m = self.model
+        pr = self.params
+        dt = pr.substep
+        materials = pr.materials
+        for b in range(m.body_count):
+            first, count = m.body_first_particle[b], m.body_particle_count[b]
+            sl = slice(first, first + count)
+            total_force = force[sl].sum(axis=0) + m.body_mass[b] * pr.gravity
+            total_torque = np.cross(offset_world[sl], force[sl]).sum(axis=0) + torque[sl].sum(axis=0)
+            self.P[b] += total_force * dt
+            self.L[b] += total_torque * dt
+            lin_damp, ang_damp = materials[m.body_material[b], 2:4]
+            if lin_damp > 0:
+                self.P[b] *= (1 - lin_damp) ** dt
+            if ang_damp > 0:
+                self.L[b] *= (1 - ang_damp) ** dt
+            if pr.terminal_speed > 0:
+                speed = np.linalg.norm(self.P[b]) / m.body_mass[b]
+                if speed > pr.terminal_speed:
+                    self.P[b] *= pr.terminal_speed / speed
+            self.x[b] += self.P[b] / m.body_mass[b] * dt
+            omega = self._omega(b)
+            q = quaternion_multiply(rotation_quaternion(omega, dt), self.q[b])
+            self.q[b] = q / np.linalg.norm(q)
