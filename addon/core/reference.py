@@ -60,7 +60,8 @@ class ReferenceEngine(StateMixin):
         m = model
         self.x = m.body_position.copy()
         self.q = m.body_orientation.copy()
-        self.P = m.body_velocity * m.body_mass[:, None]
+        # gravity's half kick: momenta live at half substeps (leapfrog), so free fall is exact
+        self.P = (m.body_velocity - 0.5 * self.params.gravity * self.params.substep) * m.body_mass[:, None]
         self.L = np.zeros_like(self.x)
         for b in range(m.body_count):
             inertia_world = self._rotation(b) @ m.body_inertia_local[b] @ self._rotation(b).T

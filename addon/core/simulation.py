@@ -75,8 +75,12 @@ class Simulation:
         return getattr(self.engine, "device_name", "NumPy reference (CPU)")
 
     def current_frame(self, index: int) -> FrameResult:
-        state = self.engine.body_state()
-        return FrameResult(index, self.engine.time, state.position, state.orientation)
+        if hasattr(self.engine, "body_poses"):
+            positions, orientations = self.engine.body_poses()
+        else:
+            state = self.engine.body_state()
+            positions, orientations = state.position, state.orientation
+        return FrameResult(index, self.engine.time, positions, orientations)
 
     def frames(self, count: int):
         """Yield the initial state, then ``count`` frames after it (``count + 1`` results)."""

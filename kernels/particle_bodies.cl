@@ -1,0 +1,355 @@
+// Particle rigid bodies: one substep as a sequence of kernels (seed thesis ch. 6.3, fig. 6.11),
+// with friction, restitution-derived damping, an unbounded hashed grid and deterministic order.
+// The NumPy specification of every kernel is addon/core/reference.py; keep them in step.
+//
+// Host-provided defines: FRICTION_SLOTS, MATERIAL_COUNT. The grid's shape (bits per axis) is a
+// kernel argument so the host can re-fit it to the scene without rebuilding the program.
+// Vectors are stored as float4 (w unused) for alignment; quaternions as float4 (x, y, z, w) with
+// w in .w, i.e. OpenCL's natural layout, converted on the host from Blender's (w, x, y, z).
+
+#define STATIC_BODY (-1)
+#define EMPTY_SLOT (-1)
+
+// ---------------------------------------------------------------------------------------------
+// small vector helpers
+
+inline float3 quat_rotate(float4 q, float3 v)
+{
+    // v' = v + 2w (u x v) + 2 u x (u x v), q = (u, w)
+    float3 u = q.xyz;
+    float3 t = 2.0f * cross(u, v);
+    return v + q.w * t + cross(u, t);
+}
+
+inline float3 quat_rotate_inverse(float4 q, float3 v)
+{
+    float4 conj = (float4)(-q.xyz, q.w);
+    return quat_rotate(conj, v);
+}
+
+inline float4 quat_multiply(float4 a, float4 b)
+{
+    // (a.w b.w - a.u . b.u,  a.w b.u + b.w a.u + a.u x b.u)
+    float3 u = a.w * b.xyz + b.w * a.xyz + cross(a.xyz, b.xyz);
+    return (float4)(u, a.w * b.w - dot(a.xyz, b.xyz));
+}
+
+// angular velocity from angular momentum: w = R I^-1 R^T L (seed eq. 5.6, 5.10)
+inline float3 angular_velocity(float4 q, __global const float *inv_inertia, float3 L)
+{
+    float3 l = quat_rotate_inverse(q, L);
+    float3 w = (float3)(inv_inertia[0] * l.x + inv_inertia[1] * l.y + inv_inertia[2] * l.z,
+                        inv_inertia[3] * l.x + inv_inertia[4] * l.y + inv_inertia[5] * l.z,
+                        inv_inertia[6] * l.x + inv_inertia[7] * l.y + inv_inertia[8] * l.z);
+    return quat_rotate(q, w);
+}
+
+// The grid is unbounded: integer cell coordinates wrap around a power-of-two table, so a particle
+// anywhere in space has a bucket (the seed ignored particles outside its box). Far cells that alias
+// onto one bucket only cost extra distance checks. With at least 4 cells per axis, the 27
+// neighbours of a cell never alias onto each other, so no particle is visited twice.
+inline int3 cell_of(float3 p, float inv_cell)
+{
+    return convert_int3_sat_rtn(p * inv_cell);
+}
+
+inline uint bucket_of(int3 c, int4 bits)
+{
+    return ((uint)c.x & ((1u << bits.x) - 1u))
+         | (((uint)c.y & ((1u << bits.y) - 1u)) << bits.x)
+         | (((uint)c.z & ((1u << bits.z) - 1u)) << (bits.x + bits.y));
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. particle kinematics (seed step 5) and bucket counting (step 1)
+
+__kernel void particle_kinematics(
+    const int particle_count,
+    const float inv_cell,
+    const int4 grid_bits,
+    __global const float4 *particle_offset,   // body frame offset, or world position if static
+    __global const int *particle_body,
+    __global const float4 *body_position,
+    __global const float4 *body_orientation,
+    __global const float4 *body_velocity,
+    __global const float4 *body_angular_velocity,
+    __global float4 *particle_position,
+    __global float4 *particle_velocity,
+    __global uint *particle_bucket,
+    __global uint *bucket_count)
+{
+    int i = get_global_id(0);
+    if (i >= particle_count) return;
+    int b = particle_body[i];
+    float3 p, v;
+    if (b == STATIC_BODY) {
+        p = particle_offset[i].xyz;
+        v = (float3)(0.0f);
+    } else {
+        float3 r = quat_rotate(body_orientation[b], particle_offset[i].xyz);
+        p = body_position[b].xyz + r;
+        v = body_velocity[b].xyz + cross(body_angular_velocity[b].xyz, r);
+    }
+    particle_position[i] = (float4)(p, 0.0f);
+    particle_velocity[i] = (float4)(v, 0.0f);
+    uint h = bucket_of(cell_of(p, inv_cell), grid_bits);
+    particle_bucket[i] = h;
+    atomic_inc(&bucket_count[h]);
+}
+
+// 2. (host) exclusive scan of bucket_count into bucket_start; bucket_start[table] = particle_count
+
+// 3. counting-sort scatter. atomic_dec hands out the slots of a bucket in an order that depends on
+// thread timing, and leaves bucket_count at zero for the next substep.
+__kernel void scatter_to_buckets(
+    const int particle_count,
+    __global const uint *particle_bucket,
+    __global const uint *bucket_start,
+    __global uint *bucket_count,
+    __global int *sorted_particle)
+{
+    int i = get_global_id(0);
+    if (i >= particle_count) return;
+    uint h = particle_bucket[i];
+    uint slot = bucket_start[h] + atomic_dec(&bucket_count[h]) - 1u;
+    sorted_particle[slot] = i;
+}
+
+// 4. ...so each bucket is then sorted by particle index: neighbours are always visited in the same
+// order and forces summed in the same order, and two runs on one device give identical results.
+__kernel void sort_buckets(
+    const int bucket_total,
+    __global const uint *bucket_start,
+    __global int *sorted_particle)
+{
+    int h = get_global_id(0);
+    if (h >= bucket_total) return;
+    uint begin = bucket_start[h];
+    uint end = bucket_start[h + 1];
+    for (uint a = begin + 1; a < end; ++a) {
+        int key = sorted_particle[a];
+        uint b = a;
+        while (b > begin && sorted_particle[b - 1] > key) {
+            sorted_particle[b] = sorted_particle[b - 1];
+            --b;
+        }
+        sorted_particle[b] = key;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. contact forces (seed step 2, eq. 5.15-5.20, plus Coulomb friction)
+
+typedef struct {
+    float stiffness;
+    float tangential_stiffness;
+    float substep;
+    float radius;
+} ContactConstants;
+
+// One contact seen from particle i. n points from i towards the other side. Adds to force/torque
+// and records the friction spring in the next free slot. Mirrors ReferenceEngine._contact.
+inline void add_contact(
+    ContactConstants cc, int key, float3 n, float overlap,
+    float3 vel_i, float3 omega_i, float3 vel_j, float3 omega_j,
+    float mass_i, float mass_j, int mat_i, int mat_j,
+    __global const float *pair_damping_ratio, __global const float *pair_friction,
+    const int *old_key, const float3 *old_xi,
+    __global int *new_key, __global float4 *new_xi, int *slots_used,
+    float3 *force, float3 *torque)
+{
+    float m_eff = (mass_j > 0.0f) ? mass_i * mass_j / (mass_i + mass_j) : mass_i;
+    float zeta = pair_damping_ratio[mat_i * MATERIAL_COUNT + mat_j];
+    float damping = 2.0f * zeta * sqrt(m_eff * cc.stiffness);
+    float damping_t = 2.0f * zeta * sqrt(m_eff * cc.tangential_stiffness);
+    float3 arm = cc.radius * n;
+    float3 vc_i = vel_i + cross(omega_i, arm);
+    float3 vc_j = vel_j + cross(omega_j, -arm);
+    float3 v_rel = vc_i - vc_j;
+    float vn = dot(v_rel, n);
+    float fn = fmax(cc.stiffness * overlap + damping * vn, 0.0f);
+    float3 v_t = v_rel - vn * n;
+    float3 xi = (float3)(0.0f);
+    for (int s = 0; s < FRICTION_SLOTS; ++s) {
+        if (old_key[s] == EMPTY_SLOT) break;
+        if (old_key[s] == key) {
+            xi = old_xi[s] - dot(old_xi[s], n) * n;
+            break;
+        }
+    }
+    xi += v_t * cc.substep;
+    float3 f_t = -cc.tangential_stiffness * xi - damping_t * v_t;
+    float limit = pair_friction[mat_i * MATERIAL_COUNT + mat_j] * fn;
+    float ft_norm = length(f_t);
+    if (ft_norm > limit) {
+        f_t = (ft_norm > 0.0f) ? f_t * (limit / ft_norm) : (float3)(0.0f);
+        xi = -(f_t + damping_t * v_t) / cc.tangential_stiffness;
+    }
+    if (*slots_used < FRICTION_SLOTS) {
+        new_key[*slots_used] = key;
+        new_xi[*slots_used] = (float4)(xi, 0.0f);
+        *slots_used += 1;
+    }
+    *force += -fn * n + f_t;
+    *torque += cross(arm, f_t);
+}
+
+__kernel void contact_forces(
+    const int particle_count,
+    const int plane_count,
+    const float inv_cell,
+    const int4 grid_bits,
+    const float4 contact_constants,             // stiffness, tangential stiffness, substep, radius
+    __global const int *sorted_particle,
+    __global const uint *bucket_start,
+    __global const float4 *particle_position,
+    __global const float4 *particle_velocity,
+    __global const int *particle_body,
+    __global const int *particle_material,
+    __global const float *particle_contact_mass,   // 0 for static particles (infinite mass)
+    __global const float4 *body_angular_velocity,
+    __global const float4 *plane_point,
+    __global const float4 *plane_normal,
+    __global const int *plane_material,
+    __global const float *pair_damping_ratio,
+    __global const float *pair_friction,
+    __global const int *history_key_in,
+    __global const float4 *history_xi_in,
+    __global int *history_key_out,
+    __global float4 *history_xi_out,
+    __global float4 *particle_force,
+    __global float4 *particle_torque)
+{
+    int s = get_global_id(0);
+    if (s >= particle_count) return;
+    ContactConstants cc = {contact_constants.x, contact_constants.y, contact_constants.z, contact_constants.w};
+    int i = sorted_particle[s];
+    int body_i = particle_body[i];
+    if (body_i == STATIC_BODY) return;
+
+    float3 p_i = particle_position[i].xyz;
+    float3 v_i = particle_velocity[i].xyz;
+    float3 w_i = body_angular_velocity[body_i].xyz;
+    float mass_i = particle_contact_mass[i];
+    int mat_i = particle_material[i];
+    float diameter = 2.0f * cc.radius;
+    float diameter2 = diameter * diameter;
+
+    int old_key[FRICTION_SLOTS];
+    float3 old_xi[FRICTION_SLOTS];
+    for (int k = 0; k < FRICTION_SLOTS; ++k) {
+        old_key[k] = history_key_in[i * FRICTION_SLOTS + k];
+        old_xi[k] = history_xi_in[i * FRICTION_SLOTS + k].xyz;
+        if (old_key[k] == EMPTY_SLOT) break;
+    }
+    __global int *new_key = history_key_out + i * FRICTION_SLOTS;
+    __global float4 *new_xi = history_xi_out + i * FRICTION_SLOTS;
+    int slots_used = 0;
+    float3 force = (float3)(0.0f);
+    float3 torque = (float3)(0.0f);
+
+    int3 c = cell_of(p_i, inv_cell);
+    for (int dz = -1; dz <= 1; ++dz)
+    for (int dy = -1; dy <= 1; ++dy)
+    for (int dx = -1; dx <= 1; ++dx) {
+        uint h = bucket_of(c + (int3)(dx, dy, dz), grid_bits);
+        uint end = bucket_start[h + 1];
+        for (uint k = bucket_start[h]; k < end; ++k) {
+            int j = sorted_particle[k];
+            int body_j = particle_body[j];
+            if (body_j == body_i) continue;  // same rigid body (also skips j == i)
+            float3 delta = particle_position[j].xyz - p_i;
+            float dist2 = dot(delta, delta);
+            if (dist2 >= diameter2) continue;
+            float dist = sqrt(dist2);
+            if (dist <= 1e-9f * cc.radius) continue;
+            float3 n = delta / dist;
+            float3 w_j = (body_j == STATIC_BODY) ? (float3)(0.0f) : body_angular_velocity[body_j].xyz;
+            add_contact(cc, j, n, diameter - dist, v_i, w_i, particle_velocity[j].xyz, w_j,
+                        mass_i, particle_contact_mass[j], mat_i, particle_material[j],
+                        pair_damping_ratio, pair_friction, old_key, old_xi,
+                        new_key, new_xi, &slots_used, &force, &torque);
+        }
+    }
+    for (int g = 0; g < plane_count; ++g) {
+        float3 normal = plane_normal[g].xyz;
+        float height = dot(p_i - plane_point[g].xyz, normal);
+        if (height < cc.radius) {
+            add_contact(cc, -2 - g, -normal, cc.radius - height, v_i, w_i, (float3)(0.0f), (float3)(0.0f),
+                        mass_i, 0.0f, mat_i, plane_material[g],
+                        pair_damping_ratio, pair_friction, old_key, old_xi,
+                        new_key, new_xi, &slots_used, &force, &torque);
+        }
+    }
+    if (slots_used < FRICTION_SLOTS) new_key[slots_used] = EMPTY_SLOT;
+    particle_force[i] = (float4)(force, 0.0f);
+    particle_torque[i] = (float4)(torque, 0.0f);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. per body: sum forces and torques (eq. 5.21-5.22), update momenta and pose (steps 3-4)
+
+__kernel void integrate_bodies(
+    const int body_count,
+    const float substep,
+    const float4 gravity,
+    const float terminal_speed,
+    __global const int *body_first_particle,
+    __global const int *body_particle_count,
+    __global const float *body_mass,
+    __global const float *body_inv_inertia,        // 9 per body, body frame, row-major
+    __global const float2 *body_damping,           // per body: (linear, angular) fraction lost per second
+    __global const float4 *particle_position,
+    __global const float4 *particle_force,
+    __global const float4 *particle_torque,
+    __global float4 *body_position,
+    __global float4 *body_orientation,
+    __global float4 *body_momentum,
+    __global float4 *body_angular_momentum,
+    __global float4 *body_velocity,
+    __global float4 *body_angular_velocity)
+{
+    int b = get_global_id(0);
+    if (b >= body_count) return;
+    float3 x = body_position[b].xyz;
+    float3 force = (float3)(0.0f);
+    float3 torque = (float3)(0.0f);
+    int first = body_first_particle[b];
+    int end = first + body_particle_count[b];
+    for (int i = first; i < end; ++i) {
+        float3 f = particle_force[i].xyz;
+        force += f;
+        torque += cross(particle_position[i].xyz - x, f) + particle_torque[i].xyz;
+    }
+    float mass = body_mass[b];
+    force += mass * gravity.xyz;
+    float3 P = body_momentum[b].xyz + force * substep;
+    float3 L = body_angular_momentum[b].xyz + torque * substep;
+    float2 damping = body_damping[b];
+    if (damping.x > 0.0f) P *= pow(1.0f - damping.x, substep);
+    if (damping.y > 0.0f) L *= pow(1.0f - damping.y, substep);
+    if (terminal_speed > 0.0f) {
+        float speed = length(P) / mass;
+        if (speed > terminal_speed) P *= terminal_speed / speed;
+    }
+    float3 v = P / mass;
+    x += v * substep;
+
+    __global const float *inv_inertia = body_inv_inertia + 9 * b;
+    float4 q = body_orientation[b];
+    float3 w = angular_velocity(q, inv_inertia, L);
+    float speed = length(w);
+    float angle = speed * substep;
+    if (angle >= 1e-12f) {
+        float3 axis = w / speed;
+        float4 dq = (float4)(axis * sin(0.5f * angle), cos(0.5f * angle));
+        q = quat_multiply(dq, q);
+        q = q * rsqrt(dot(q, q));
+    }
+    body_position[b] = (float4)(x, 0.0f);
+    body_orientation[b] = q;
+    body_momentum[b] = (float4)(P, 0.0f);
+    body_angular_momentum[b] = (float4)(L, 0.0f);
+    body_velocity[b] = (float4)(v, 0.0f);
+    body_angular_velocity[b] = (float4)(angular_velocity(q, inv_inertia, L), 0.0f);
+}
