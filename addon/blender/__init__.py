@@ -1,0 +1,57 @@
+"""The Blender layer: registers every module's ``classes`` (properties first, panels last).
+
+Modules expose a ``classes`` tuple and optionally ``register()``/``unregister()`` for what is not a
+class (pointer properties, handlers). preview.py (particle preview overlay) is registered when present.
+"""
+from __future__ import annotations
+
+import importlib
+
+import bpy
+
+_MODULE_NAMES = ("properties", "operators", "preview", "panels")
+_registered: list = []  # (module, classes) actually registered, in order
+
+
+def _modules():
+    mods = []
+    for name in _MODULE_NAMES:
+        try:
+            mods.append(importlib.import_module(f"{__name__}.{name}"))
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise  # a real import error inside the module
+    return mods
+
+
+def register():
+    if _registered:
+        return
+    try:
+        for mod in _modules():
+            classes = tuple(getattr(mod, "classes", ()))
+            done = []
+            try:
+                for cls in classes:
+                    bpy.utils.register_class(cls)
+                    done.append(cls)
+                if hasattr(mod, "register"):
+                    mod.register()
+            except BaseException:
+                for cls in reversed(done):
+                    bpy.utils.unregister_class(cls)
+                raise
+            _registered.append((mod, classes))
+    except BaseException:
+        unregister()
+        raise
+
+
+def unregister():
+    while _registered:
+        mod, classes = _registered.pop()
+        if hasattr(mod, "unregister"):
+            mod.unregister()
+        for cls in reversed(classes):
+            if getattr(cls, "is_registered", True):
+                bpy.utils.unregister_class(cls)

@@ -1,0 +1,450 @@
+"""Writing simulated world transforms as keyframes, and undoing that (Clear Bake).
+
+Everything here works on whole arrays: world matrices of all objects on all keyed frames are built
+with numpy, turned into the object's own local channels (location + rotation in its rotation mode,
+after its parent and delta transforms), and written per F-curve with ``foreach_set``.
+
+Bookkeeping (custom properties, hidden from the UI by the leading underscore):
+- ``action["prb_bake"]``: marks an action made by this add-on (value: the object's name at bake time).
+- ``obj["_prb_previous_action"]``: the action the object had before its first bake (an ID reference,
+  which also keeps the action alive while it is unassigned); absent when it had none.
+- ``obj["_prb_previous_slot"]``: identifier of that action's slot (layered actions, 4.4+).
+- ``obj["_prb_rest"]``: location and rotation values before the first bake, restored by Clear Bake.
+- ``obj["_prb_had_animation_data"]``: whether the object had animation data before the first bake.
+A re-bake keeps these (they describe the state before *any* bake) and replaces only the bake action.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import bpy
+import numpy as np
+
+BAKE_MARK = "prb_bake"
+PREV_ACTION = "_prb_previous_action"
+PREV_SLOT = "_prb_previous_slot"
+REST = "_prb_rest"
+HAD_ANIM = "_prb_had_animation_data"
+BOOKKEEPING = (PREV_ACTION, PREV_SLOT, REST, HAD_ANIM)
+GROUP_NAME = "Object Transforms"
+
+EULER_ORDERS = ("XYZ", "XZY", "YXZ", "YZX", "ZXY", "ZYX")
+
+
+def layered_actions() -> bool:
+    """True for Blender 4.4+ (slotted/layered actions); ``action.fcurves`` is gone in 5.0."""
+    return "slots" in bpy.types.Action.bl_rna.properties
+
+
+def bake_action_name(obj) -> str:
+    return f"PRB_Bake_{obj.name}"
+
+
+def is_bake_action(action) -> bool:
+    return action is not None and action.get(BAKE_MARK) is not None
+
+
+def has_bake(obj) -> bool:
+    ad = obj.animation_data
+    return bool(ad and is_bake_action(ad.action)) or REST in obj
+
+
+# --------------------------------------------------------------------------------------------------
+# numpy rotation helpers (Blender conventions: quaternions (w, x, y, z), column vectors)
+
+def quaternion_matrices(q: np.ndarray) -> np.ndarray:
+    q = np.asarray(q, dtype=np.float64)
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = np.moveaxis(q, -1, 0)
+    m = np.empty(q.shape[:-1] + (3, 3))
+    m[..., 0, 0] = 1 - 2 * (y * y + z * z)
+    m[..., 0, 1] = 2 * (x * y - w * z)
+    m[..., 0, 2] = 2 * (x * z + w * y)
+    m[..., 1, 0] = 2 * (x * y + w * z)
+    m[..., 1, 1] = 1 - 2 * (x * x + z * z)
+    m[..., 1, 2] = 2 * (y * z - w * x)
+    m[..., 2, 0] = 2 * (x * z - w * y)
+    m[..., 2, 1] = 2 * (y * z + w * x)
+    m[..., 2, 2] = 1 - 2 * (x * x + y * y)
+    return m
+
+
+def matrix_quaternions(m: np.ndarray) -> np.ndarray:
+    """Unit quaternions (w, x, y, z) of rotation matrices (..., 3, 3), numerically safe branch per item."""
+    m = np.asarray(m, dtype=np.float64)
+    shape = m.shape[:-2]
+    m = m.reshape(-1, 3, 3)
+    q = np.empty((m.shape[0], 4))
+    m00, m11, m22 = m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]
+    trace = m00 + m11 + m22
+    branch = np.argmax(np.stack([trace, m00, m11, m22], axis=1), axis=1)
+    for b in range(4):
+        idx = np.nonzero(branch == b)[0]
+        if not len(idx):
+            continue
+        a = m[idx]
+        if b == 0:
+            s = 2.0 * np.sqrt(1.0 + trace[idx])
+            q[idx] = np.stack([0.25 * s, (a[:, 2, 1] - a[:, 1, 2]) / s, (a[:, 0, 2] - a[:, 2, 0]) / s,
+                               (a[:, 1, 0] - a[:, 0, 1]) / s], axis=1)
+        elif b == 1:
+            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 0, 0] - a[:, 1, 1] - a[:, 2, 2], 1e-300))
+            q[idx] = np.stack([(a[:, 2, 1] - a[:, 1, 2]) / s, 0.25 * s, (a[:, 0, 1] + a[:, 1, 0]) / s,
+                               (a[:, 0, 2] + a[:, 2, 0]) / s], axis=1)
+        elif b == 2:
+            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 1, 1] - a[:, 0, 0] - a[:, 2, 2], 1e-300))
+            q[idx] = np.stack([(a[:, 0, 2] - a[:, 2, 0]) / s, (a[:, 0, 1] + a[:, 1, 0]) / s, 0.25 * s,
+                               (a[:, 1, 2] + a[:, 2, 1]) / s], axis=1)
+        else:
+            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 2, 2] - a[:, 0, 0] - a[:, 1, 1], 1e-300))
+            q[idx] = np.stack([(a[:, 1, 0] - a[:, 0, 1]) / s, (a[:, 0, 2] + a[:, 2, 0]) / s,
+                               (a[:, 1, 2] + a[:, 2, 1]) / s, 0.25 * s], axis=1)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return q.reshape(shape + (4,))
+
+
+def continuous_quaternions(q: np.ndarray) -> np.ndarray:
+    """Flip signs along axis 0 (frames) so consecutive quaternions lie in the same hemisphere."""
+    q = np.array(q, dtype=np.float64, copy=True)
+    for f in range(1, q.shape[0]):
+        flip = np.einsum("...i,...i->...", q[f], q[f - 1]) < 0
+        q[f][flip] *= -1
+    return q
+
+
+# Blender's euler orders as (i, j, k, parity) (math_rotation.cc, rotOrders)
+_EULER_AXES = {"XYZ": (0, 1, 2, 0), "XZY": (0, 2, 1, 1), "YXZ": (1, 0, 2, 1),
+               "YZX": (1, 2, 0, 0), "ZXY": (2, 0, 1, 0), "ZYX": (2, 1, 0, 1)}
+
+
+def _matrix_to_euler_pair(m: np.ndarray, order: str):
+    """Both euler solutions of rotation matrices m (N, 3, 3) for ``order`` (Blender's mat3_normalized_to_eulo2)."""
+    i, j, k, parity = _EULER_AXES[order]
+    # Blender's mat[a][b] is column a, row b: numpy m[..., b, a]
+    def c(a, b):
+        return m[:, b, a]
+    cy = np.hypot(c(i, i), c(i, j))
+    e1 = np.empty((m.shape[0], 3))
+    e2 = np.empty((m.shape[0], 3))
+    ok = cy > 16.0 * np.finfo(np.float32).eps
+    e1[:, i] = np.where(ok, np.arctan2(c(j, k), c(k, k)), np.arctan2(-c(k, j), c(j, j)))
+    e1[:, j] = np.arctan2(-c(i, k), cy)
+    e1[:, k] = np.where(ok, np.arctan2(c(i, j), c(i, i)), 0.0)
+    e2[:, i] = np.where(ok, np.arctan2(-c(j, k), -c(k, k)), e1[:, i])
+    e2[:, j] = np.where(ok, np.arctan2(-c(i, k), -cy), e1[:, j])
+    e2[:, k] = np.where(ok, np.arctan2(-c(i, j), -c(i, i)), e1[:, k])
+    if parity:
+        e1, e2 = -e1, -e2
+    return e1, e2
+
+
+def continuous_eulers(m: np.ndarray, order: str, first_reference: np.ndarray | None = None) -> np.ndarray:
+    """Euler angles (F, N, 3) of matrices (F, N, 3, 3), each frame the solution nearest the previous one.
+
+    ``first_reference`` (N, 3): angles the first frame should stay close to (the object's current ones).
+    """
+    frames, n = m.shape[:2]
+    out = np.empty((frames, n, 3))
+    two_pi = 2.0 * math.pi
+    prev = first_reference
+    for f in range(frames):
+        e1, e2 = _matrix_to_euler_pair(m[f], order)
+        if prev is None:
+            # no reference: Blender's choice, the solution with the smaller total rotation
+            pick = np.abs(e1).sum(axis=1) <= np.abs(e2).sum(axis=1)
+            cur = np.where(pick[:, None], e1, e2)
+        else:
+            e1 = e1 + np.round((prev - e1) / two_pi) * two_pi
+            e2 = e2 + np.round((prev - e2) / two_pi) * two_pi
+            pick = np.abs(e1 - prev).sum(axis=1) <= np.abs(e2 - prev).sum(axis=1)
+            cur = np.where(pick[:, None], e1, e2)
+        out[f] = cur
+        prev = cur
+    return out
+
+
+def axis_angles(q: np.ndarray) -> np.ndarray:
+    """(angle, x, y, z) of continuous quaternions (angle continuous as the quaternion is)."""
+    w = np.clip(q[..., 0], -1.0, 1.0)
+    v = q[..., 1:]
+    s = np.linalg.norm(v, axis=-1)
+    angle = 2.0 * np.arctan2(s, w)
+    axis = np.where(s[..., None] > 1e-12, v / np.maximum(s, 1e-300)[..., None], np.array([0.0, 1.0, 0.0]))
+    return np.concatenate([angle[..., None], axis], axis=-1)
+
+
+# --------------------------------------------------------------------------------------------------
+# world transforms -> local channels
+
+def world_matrices(positions, orientations, com_local, matrix_world_start) -> np.ndarray:
+    """(F, B, 4, 4) world matrices: T(x) R(q) T(-com_local) M_start for each body and frame."""
+    positions = np.asarray(positions, dtype=np.float64)
+    rot = quaternion_matrices(orientations)  # (F, B, 3, 3)
+    start = np.asarray(matrix_world_start, dtype=np.float64)  # (B, 4, 4)
+    com = np.asarray(com_local, dtype=np.float64)  # (B, 3)
+    frames, bodies = positions.shape[:2]
+    rigid = np.zeros((frames, bodies, 4, 4))
+    rigid[..., :3, :3] = rot
+    rigid[..., :3, 3] = positions - np.einsum("fbij,bj->fbi", rot, com)
+    rigid[..., 3, 3] = 1.0
+    return rigid @ start[None]
+
+
+def _matrix_np(matrix) -> np.ndarray:
+    return np.array([list(row) for row in matrix], dtype=np.float64)
+
+
+@dataclass
+class Channels:
+    """Key values for one object on all keyed frames."""
+
+    obj: object
+    location: np.ndarray  # (F, 3)
+    rotation_path: str  # rotation_euler / rotation_quaternion / rotation_axis_angle
+    rotation: np.ndarray  # (F, 3 or 4)
+
+
+def local_channels(objects, world: np.ndarray, parent_world: dict | None = None) -> list[Channels]:
+    """Turn world matrices (F, N, 4, 4) of ``objects`` into their location/rotation channels.
+
+    The parent space of an object (everything between its basis matrix and the world: parent,
+    parent inverse, bone/vertex parent) is taken from its current matrices,
+    ``matrix_world @ matrix_basis^-1``, and assumed fixed, unless ``parent_world`` maps an object
+    name to (F, 4, 4) world matrices of its parent over the keyed frames (moving parents).
+    """
+    frames, n = world.shape[:2]
+    basis = np.empty_like(world)
+    for idx, obj in enumerate(objects):
+        m_world = _matrix_np(obj.matrix_world)
+        m_basis = _matrix_np(obj.matrix_basis)
+        parent_space = m_world @ np.linalg.inv(m_basis)  # (4, 4), constant part
+        if parent_world and obj.name in parent_world and obj.parent is not None:
+            parent_now = _matrix_np(obj.parent.matrix_world)
+            relation = np.linalg.inv(parent_now) @ parent_space  # parent world -> this parent space
+            spaces = parent_world[obj.name] @ relation  # (F, 4, 4)
+            basis[:, idx] = np.linalg.inv(spaces) @ world[:, idx]
+        else:
+            basis[:, idx] = np.linalg.inv(parent_space) @ world[:, idx]
+    location = basis[..., :3, 3]
+    m3 = basis[..., :3, :3]
+    m3 = m3 / np.linalg.norm(m3, axis=-2, keepdims=True)  # remove the object's own scale (columns)
+    out = []
+    quats = matrix_quaternions(m3)  # (F, N, 4)
+    for idx, obj in enumerate(objects):
+        loc = location[:, idx] - np.asarray(obj.delta_location, dtype=np.float64)
+        mode = obj.rotation_mode
+        delta = _matrix_np(obj.delta_rotation_quaternion.to_matrix()) if mode in ("QUATERNION", "AXIS_ANGLE") \
+            else _matrix_np(obj.delta_rotation_euler.to_matrix())
+        if not np.allclose(delta, np.eye(3)):
+            rot = delta.T @ m3[:, idx]  # Blender composes delta @ rotation
+            q = matrix_quaternions(rot)
+        else:
+            rot = m3[:, idx]
+            q = quats[:, idx]
+        if mode == "QUATERNION":
+            q = q.copy()
+            current = np.asarray(obj.rotation_quaternion, dtype=np.float64)
+            if np.dot(q[0], current) < 0:
+                q[0] *= -1
+            out.append(Channels(obj, loc, "rotation_quaternion", continuous_quaternions(q)))
+        elif mode == "AXIS_ANGLE":
+            q = q.copy()
+            if q[0, 0] < 0:
+                q[0] *= -1
+            out.append(Channels(obj, loc, "rotation_axis_angle", axis_angles(continuous_quaternions(q))))
+        else:
+            ref = np.asarray(obj.rotation_euler, dtype=np.float64)[None]
+            eul = continuous_eulers(rot[:, None], mode, ref)[:, 0]
+            out.append(Channels(obj, loc, "rotation_euler", eul))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# writing keys
+
+_LINEAR = None
+
+
+def _linear_value() -> int:
+    global _LINEAR
+    if _LINEAR is None:
+        _LINEAR = bpy.types.Keyframe.bl_rna.properties["interpolation"].enum_items["LINEAR"].value
+    return _LINEAR
+
+
+def _new_fcurve_factory(action, obj):
+    """A function (data_path, index) -> FCurve for a fresh action, and the slot (or None)."""
+    if layered_actions():
+        slot = action.slots.new(id_type="OBJECT", name=obj.name)
+        layer = action.layers.new("Layer")
+        strip = layer.strips.new(type="KEYFRAME")
+        bag = strip.channelbag(slot, ensure=True)
+        group = bag.groups.new(GROUP_NAME)
+
+        def new(path, index):
+            fc = bag.fcurves.new(path, index=index)
+            fc.group = group
+            return fc
+        return new, slot
+
+    action.id_root = "OBJECT"
+
+    def new(path, index):
+        return action.fcurves.new(path, index=index, action_group=GROUP_NAME)
+    return new, None
+
+
+def _fill(fc, frames: np.ndarray, values: np.ndarray, linear: int) -> None:
+    count = len(frames)
+    fc.keyframe_points.add(count)
+    co = np.empty((count, 2), dtype=np.float32)
+    co[:, 0] = frames
+    co[:, 1] = values
+    fc.keyframe_points.foreach_set("co", co.ravel())
+    fc.keyframe_points.foreach_set("interpolation", np.full(count, linear, dtype=np.int32))
+    fc.update()
+
+
+def write_action(obj, frames: np.ndarray, channels: Channels):
+    """Create the bake action of ``obj`` with its keys; does not assign it. Returns (action, slot)."""
+    action = bpy.data.actions.new(bake_action_name(obj))
+    try:
+        action[BAKE_MARK] = obj.name
+        new, slot = _new_fcurve_factory(action, obj)
+        linear = _linear_value()
+        for index in range(3):
+            _fill(new("location", index), frames, channels.location[:, index], linear)
+        for index in range(channels.rotation.shape[1]):
+            _fill(new(channels.rotation_path, index), frames, channels.rotation[:, index], linear)
+    except BaseException:
+        bpy.data.actions.remove(action)
+        raise
+    return action, slot
+
+
+def _rest_values(obj) -> list[float]:
+    return [*obj.location, *obj.rotation_euler, *obj.rotation_quaternion, *obj.rotation_axis_angle]
+
+
+def _apply_rest_values(obj, values) -> None:
+    obj.location = values[0:3]
+    obj.rotation_euler = values[3:6]
+    obj.rotation_quaternion = values[6:10]
+    obj.rotation_axis_angle = values[10:14]
+
+
+def _assign(obj, action, slot_identifier: str | None) -> None:
+    ad = obj.animation_data or obj.animation_data_create()
+    ad.action = action
+    if action is not None and layered_actions():
+        slot = None
+        if slot_identifier:
+            slot = next((s for s in action.slots if s.identifier == slot_identifier), None)
+        if slot is None and len(action.slots) == 1:
+            slot = action.slots[0]
+        if slot is not None:
+            ad.action_slot = slot
+
+
+def _plain(value):
+    """A Python copy of a custom property value (ID references stay references)."""
+    if value is None or isinstance(value, (bpy.types.ID, str, int, float, bool)):
+        return value
+    if hasattr(value, "to_list"):
+        return value.to_list()
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    return value
+
+
+class _ObjectSnapshot:
+    """Enough of an object's animation state to put it back exactly (for an all-or-nothing write)."""
+
+    def __init__(self, obj):
+        self.obj = obj
+        ad = obj.animation_data
+        self.had_ad = ad is not None
+        self.action = ad.action if ad else None
+        self.slot = ad.action_slot.identifier if (ad and layered_actions() and ad.action_slot) else None
+        self.props = {key: _plain(obj[key]) for key in BOOKKEEPING if key in obj}
+        self.rest = _rest_values(obj)
+
+    def restore(self):
+        obj = self.obj
+        for key in BOOKKEEPING:
+            if key in obj:
+                del obj[key]
+        for key, value in self.props.items():
+            obj[key] = value
+        if self.had_ad:
+            _assign(obj, self.action, self.slot)
+        elif obj.animation_data is not None:
+            obj.animation_data_clear()
+        _apply_rest_values(obj, self.rest)
+
+
+def write_bake(frames, channels_list: list[Channels]) -> list:
+    """Write the bake of every object at once: all of it, or (on any error) none of it.
+
+    Objects keep their previous (non-bake) action in a custom property; an earlier bake action of
+    the object is replaced (removed once the new keys are in place). Returns the new actions.
+    """
+    frames = np.asarray(frames, dtype=np.float64)
+    snapshots = []
+    created = []
+    replaced = []
+    try:
+        for ch in channels_list:
+            obj = ch.obj
+            snapshots.append(_ObjectSnapshot(obj))
+            ad = obj.animation_data
+            current = ad.action if ad else None
+            if is_bake_action(current):
+                replaced.append(current)
+            elif REST not in obj:  # first bake: remember what the user had
+                if current is not None:
+                    obj[PREV_ACTION] = current
+                    if layered_actions() and ad.action_slot is not None:
+                        obj[PREV_SLOT] = ad.action_slot.identifier
+                obj[HAD_ANIM] = ad is not None
+                obj[REST] = _rest_values(obj)
+            action, slot = write_action(obj, frames, ch)
+            created.append(action)
+            _assign(obj, action, slot.identifier if slot is not None else None)
+    except BaseException:
+        for snap in reversed(snapshots):
+            snap.restore()
+        for action in created:
+            bpy.data.actions.remove(action)
+        raise
+    for action in replaced:
+        if action.users == 0:
+            bpy.data.actions.remove(action)
+    return created
+
+
+def clear_bake(obj) -> bool:
+    """Remove the object's bake and give it back its previous action and transform. True if it had one."""
+    ad = obj.animation_data
+    current = ad.action if ad else None
+    if not is_bake_action(current) and REST not in obj:
+        return False
+    previous = obj.get(PREV_ACTION)
+    slot = obj.get(PREV_SLOT)
+    had_ad = bool(obj.get(HAD_ANIM, True))
+    rest = _plain(obj.get(REST))  # copy: deleting the property below frees its array
+    if ad is not None and is_bake_action(current):
+        ad.action = None
+    if previous is not None:
+        _assign(obj, previous, slot)
+    elif not had_ad and ad is not None and not ad.drivers and not ad.nla_tracks:
+        obj.animation_data_clear()
+    for key in BOOKKEEPING:
+        if key in obj:
+            del obj[key]
+    if rest is not None:
+        _apply_rest_values(obj, list(rest))
+    if is_bake_action(current) and current.users == 0:
+        bpy.data.actions.remove(current)
+    return True

@@ -1,0 +1,395 @@
+"""The bake job: a resumable stepper shared by the operator (modal or blocking) and the CLI.
+
+    job = BakeJob(context, dynamic_objects, static_objects, BakeOptions.from_scene(scene))
+    job.start()                  # converts the objects, creates the Simulation (may raise)
+    while not job.step(0.1):     # pulls frames for about 0.1 s; True when all frames are in
+        ...
+    result = job.finish()        # writes all keys in one go; or job.cancel() to leave no trace
+
+Nothing is written to Blender before ``finish()``; ``live=True`` only moves the objects to the
+latest simulated frame (viewport preview) and ``finish()``/``cancel()`` put them back first. The
+scene's current frame is set to the first bake frame while the job runs and restored at the end.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+import bpy
+import numpy as np
+
+from . import bake
+
+ROLE_DYNAMIC, ROLE_STATIC, ROLE_IGNORED, ROLE_NONE = "DYNAMIC", "STATIC", "IGNORED", "NONE"
+# Rough device memory per particle and per body of the OpenCL engine (state, contacts, grid, friction
+# history), for the panel's estimate only.
+BYTES_PER_PARTICLE = 256
+BYTES_PER_BODY = 256
+
+
+class BakeError(Exception):
+    """A user-facing reason the bake cannot run (no objects, bad settings, no OpenCL)."""
+
+
+@dataclass
+class BakeOptions:
+    frame_start: int = 1
+    frame_end: int = 250
+    frame_step: int = 1
+    substeps: int | None = None  # per frame; None: automatic
+    radius: float | None = None  # None: automatic
+    target_penetration: float = 0.05
+    device: str | None = None  # OpenCL device selector; None: automatic
+    max_particles: int = 20_000_000
+    backend: str = "opencl"
+
+    @classmethod
+    def from_scene(cls, scene, **overrides) -> "BakeOptions":
+        s = getattr(scene, "prb_settings", None)
+        if s is None:
+            opts = cls(frame_start=scene.frame_start, frame_end=scene.frame_end)
+        else:
+            use_scene = s.use_scene_frame_range
+            device = s.device if s.device not in ("", "AUTO") else None
+            opts = cls(
+                frame_start=scene.frame_start if use_scene else s.frame_start,
+                frame_end=scene.frame_end if use_scene else s.frame_end,
+                frame_step=s.frame_step,
+                substeps=s.substeps if s.substeps_mode == "MANUAL" else None,
+                radius=s.particle_radius if s.radius_mode == "MANUAL" else None,
+                target_penetration=s.target_penetration,
+                device=device,
+                max_particles=s.max_particles,
+            )
+        for key, value in overrides.items():
+            if value is not None:
+                setattr(opts, key, value)
+        return opts
+
+    def validate(self) -> None:
+        if self.frame_end <= self.frame_start:
+            raise BakeError(f"frame range {self.frame_start}-{self.frame_end} is empty: the end must be after the start")
+        if self.frame_step < 1:
+            raise BakeError("frame step must be at least 1")
+
+    @property
+    def frame_count(self) -> int:
+        """Simulated frames after the first one."""
+        return (self.frame_end - self.frame_start) // self.frame_step
+
+
+@dataclass
+class BakeResult:
+    bodies: int
+    particles: int
+    device: str
+    frames: int
+    simulated_seconds: float
+    wall_seconds: float
+    steps_per_second: float
+    skipped: list = field(default_factory=list)
+    keyed_objects: list = field(default_factory=list)
+
+    def summary(self) -> str:
+        text = (f"Baked {self.bodies} bodies ({self.particles:,} particles) on {self.device}: "
+                f"{self.simulated_seconds:.2f} s simulated in {self.wall_seconds:.1f} s, "
+                f"{self.steps_per_second:,.0f} substeps/s")
+        if self.skipped:
+            text += f"; skipped {len(self.skipped)}: " + ", ".join(f"{n} ({why})" for n, why in self.skipped[:5])
+        return text
+
+
+def scene_gravity(scene) -> tuple:
+    return tuple(scene.gravity) if scene.use_gravity else (0.0, 0.0, 0.0)
+
+
+def frame_rate(scene) -> float:
+    return scene.render.fps / scene.render.fps_base
+
+
+def pick_objects(context, selected=None):
+    """(dynamic, static) objects for Simulate & Bake.
+
+    Dynamic: objects whose role is Dynamic, plus selected mesh objects whose role is Follow Selection.
+    Static: objects whose role is Static Collider. Ignored objects never take part.
+    """
+    scene = context.scene
+    if selected is None:
+        selected = list(getattr(context, "selected_objects", None) or [])
+    objects = list(scene.objects)
+    dynamic = [o for o in objects if o.prb.role == ROLE_DYNAMIC]
+    seen = set(o.name for o in dynamic)
+    for o in selected:
+        if o.type == "MESH" and o.prb.role == ROLE_NONE and o.name not in seen:
+            dynamic.append(o)
+            seen.add(o.name)
+    static = [o for o in objects if o.prb.role == ROLE_STATIC and o.name not in seen]
+    return dynamic, static
+
+
+def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
+    """Cheap estimate for the panel: bodies, particles (from bounding boxes), memory in bytes."""
+    radius = options.radius if options else None
+    volumes = []
+    for o in dynamic:
+        dims = np.asarray(o.dimensions, dtype=np.float64)
+        volumes.append(float(np.prod(np.maximum(dims, 1e-9))))
+    if not volumes:
+        return dict(bodies=0, particles=0, memory=0, radius=radius)
+    if radius is None:
+        # same spirit as the automatic radius: the smallest body about 3 particles across
+        radius = max(min(volumes) ** (1.0 / 3.0) / 6.0, 1e-4)
+    particles = int(sum(max(1.0, v / (2 * radius) ** 3) for v in volumes))
+    try:
+        from ..core.opencl_engine import estimate_device_memory
+
+        memory = int(estimate_device_memory(particles, len(volumes)))
+    except Exception:  # pyopencl missing: keep the rough figure
+        memory = particles * BYTES_PER_PARTICLE + len(volumes) * BYTES_PER_BODY
+    return dict(bodies=len(volumes), particles=particles, memory=memory, radius=radius)
+
+
+def _transform_values(obj):
+    return (tuple(obj.location), tuple(obj.rotation_euler), tuple(obj.rotation_quaternion),
+            tuple(obj.rotation_axis_angle), tuple(obj.scale))
+
+
+def _set_transform_values(obj, values):
+    obj.location, obj.rotation_euler, obj.rotation_quaternion, obj.rotation_axis_angle, obj.scale = values
+
+
+class BakeJob:
+    def __init__(self, context, dynamic_objects, static_objects=(), options: BakeOptions | None = None, *,
+                 live: bool = False, log=None):
+        self.context = context
+        self.scene = context.scene
+        self.dynamic = list(dynamic_objects)
+        self.static = list(static_objects)
+        self.options = options or BakeOptions.from_scene(self.scene)
+        self.live = live
+        self.log = log
+        self.converted = None
+        self.sim = None
+        self._frames = None
+        self._done = 0
+        self._saved_frame = None
+        self._saved_transforms = {}
+        self.positions = None
+        self.orientations = None
+        self.objects = []  # dynamic objects in body order
+        self.finished = False
+        self.started_wall = None
+
+    # ---------------------------------------------------------------------------------------------
+    @property
+    def frames_total(self) -> int:
+        return self.options.frame_count
+
+    @property
+    def frames_done(self) -> int:
+        return self._done
+
+    @property
+    def progress(self) -> float:
+        return self._done / self.frames_total if self.frames_total else 1.0
+
+    @property
+    def device_name(self) -> str:
+        return self.sim.device_name if self.sim else ""
+
+    def start(self) -> None:
+        from .convert import ConversionError, convert_scene
+        from ..core import SimulationSettings
+        from ..core.simulation import Simulation
+
+        opts = self.options
+        opts.validate()
+        if not self.dynamic:
+            raise BakeError("nothing to simulate: select mesh objects or set their role to Dynamic Body")
+        self.started_wall = time.perf_counter()
+        self._saved_frame = (self.scene.frame_current, self.scene.frame_subframe)
+        try:
+            if self.scene.frame_current != opts.frame_start:
+                self.scene.frame_set(opts.frame_start)
+            gravity = scene_gravity(self.scene)
+            try:
+                self.converted = convert_scene(
+                    self.context, self.dynamic, self.static, radius=opts.radius, max_particles=opts.max_particles,
+                    frame_start=opts.frame_start, frame_end=opts.frame_end, frame_step=opts.frame_step,
+                    gravity=gravity)
+            except ConversionError as exc:
+                raise BakeError(str(exc)) from exc
+            conv = self.converted
+            if not conv.bodies:
+                reasons = "; ".join(f"{n}: {why}" for n, why in conv.skipped) or "no usable objects"
+                raise BakeError(f"no object could be turned into a rigid body ({reasons})")
+            objects_by_name = {o.name: o for o in self.dynamic}
+            links = sorted(conv.bodies, key=lambda link: link.body_index)
+            self.objects = [objects_by_name.get(link.object_name) or bpy.data.objects[link.object_name]
+                            for link in links]
+            self.links = links
+            settings = SimulationSettings(gravity=gravity, target_penetration=opts.target_penetration,
+                                          device=opts.device)
+            try:
+                self.sim = Simulation(conv.model, settings, frame_rate=frame_rate(self.scene) / opts.frame_step,
+                                      substeps_per_frame=opts.substeps, backend=opts.backend)
+            except ValueError as exc:
+                raise BakeError(str(exc)) from exc
+            bodies = conv.model.body_count
+            self.positions = np.empty((self.frames_total + 1, bodies, 3))
+            self.orientations = np.empty((self.frames_total + 1, bodies, 4))
+            self._frames = self.sim.frames(self.frames_total)
+            first = next(self._frames)
+            self.positions[0] = first.positions
+            self.orientations[0] = first.orientations
+            if self.live:
+                self._saved_transforms = {o.name: _transform_values(o) for o in self.objects}
+            self._say(f"PRB: {bodies} bodies, {conv.particle_count:,} particles, device {self.device_name}, "
+                      f"{self.sim.substeps_per_frame} substeps per frame, frames {opts.frame_start}-{opts.frame_end}"
+                      + (f" step {opts.frame_step}" if opts.frame_step > 1 else ""))
+        except BaseException:
+            self._cleanup()
+            raise
+
+    def step(self, time_budget: float | None = None) -> bool:
+        """Pull frames until ``time_budget`` seconds have passed (one frame at least; None: all)."""
+        if self._frames is None:
+            raise RuntimeError("start() the job first")
+        t0 = time.perf_counter()
+        try:
+            while self._done < self.frames_total:
+                frame = next(self._frames)
+                self._done = frame.index
+                self.positions[frame.index] = frame.positions
+                self.orientations[frame.index] = frame.orientations
+                if self.log and (self._done % max(1, self.frames_total // 10) == 0 or self._done == self.frames_total):
+                    self._say(f"PRB: frame {self.options.frame_start + self._done * self.options.frame_step} "
+                              f"({self._done}/{self.frames_total}, {100 * self.progress:.0f}%)")
+                if time_budget is not None and time.perf_counter() - t0 >= time_budget:
+                    break
+        except BaseException:
+            self._cleanup()
+            raise
+        if self.live:
+            self._show_frame(self._done)
+        return self._done >= self.frames_total
+
+    def _show_frame(self, index: int) -> None:
+        world = self.world_matrices(index, index + 1)[0]
+        from mathutils import Matrix
+
+        for obj, m in zip(self.objects, world):
+            obj.matrix_world = Matrix(m.tolist())
+
+    def world_matrices(self, first: int = 0, stop: int | None = None) -> np.ndarray:
+        stop = self.frames_total + 1 if stop is None else stop
+        links = self.links
+        return bake.world_matrices(
+            self.positions[first:stop], self.orientations[first:stop],
+            np.array([link.com_local for link in links]),
+            np.array([np.asarray(link.matrix_world, dtype=np.float64) for link in links]))
+
+    def key_frames(self) -> np.ndarray:
+        return self.options.frame_start + self.options.frame_step * np.arange(self.frames_total + 1)
+
+    def _moving_parents(self, world) -> dict:
+        """(F, 4, 4) parent world matrices over the keyed frames, for objects whose parent moves."""
+        index = {o.name: i for i, o in enumerate(self.objects)}
+        out = {}
+        sample = []
+        for obj in self.objects:
+            parent = obj.parent
+            if parent is None:
+                continue
+            if parent.name in index:
+                out[obj.name] = world[:, index[parent.name]]
+            elif _animated_chain(parent):
+                sample.append(obj)
+        if sample:
+            frames = self.key_frames()
+            mats = {o.name: np.empty((len(frames), 4, 4)) for o in sample}
+            scene = self.scene
+            for f, frame in enumerate(frames):
+                scene.frame_set(int(frame))
+                for o in sample:
+                    mats[o.name][f] = np.array([list(r) for r in o.parent.matrix_world])
+            scene.frame_set(self.options.frame_start)
+            out.update(mats)
+        return out
+
+    def finish(self) -> BakeResult:
+        """Write the keys of all frames (all or nothing) and return the report."""
+        if self._done < self.frames_total:
+            raise RuntimeError("the simulation has not reached the last frame yet")
+        try:
+            self._restore_live()
+            if self.scene.frame_current != self.options.frame_start:
+                self.scene.frame_set(self.options.frame_start)
+            self.context.view_layer.update()
+            t0 = time.perf_counter()
+            world = self.world_matrices()
+            channels = bake.local_channels(self.objects, world, self._moving_parents(world))
+            bake.write_bake(self.key_frames(), channels)
+            key_seconds = time.perf_counter() - t0
+        finally:
+            self._cleanup()
+        self.finished = True
+        sim = self.sim
+        result = BakeResult(
+            bodies=len(self.objects), particles=self.converted.particle_count, device=sim.device_name,
+            frames=self.frames_total + 1, simulated_seconds=sim.simulated_seconds,
+            wall_seconds=time.perf_counter() - self.started_wall, steps_per_second=sim.substeps_per_second,
+            skipped=list(self.converted.skipped), keyed_objects=[o.name for o in self.objects])
+        self._say(result.summary() + f" (keys written in {key_seconds:.2f} s)")
+        return result
+
+    def cancel(self) -> None:
+        """Stop and leave the scene as it was before the job."""
+        self._cleanup()
+
+    def run(self) -> BakeResult:
+        """Start (if needed), simulate every frame and write the keys."""
+        if self._frames is None:
+            self.start()
+        self.step(None)
+        return self.finish()
+
+    # ---------------------------------------------------------------------------------------------
+    def _restore_live(self) -> None:
+        for name, values in self._saved_transforms.items():
+            obj = bpy.data.objects.get(name)
+            if obj is not None:
+                _set_transform_values(obj, values)
+        self._saved_transforms = {}
+
+    def _cleanup(self) -> None:
+        self._restore_live()
+        if self._frames is not None:
+            self._frames.close()
+            self._frames = None
+        if self._saved_frame is not None:
+            frame, sub = self._saved_frame
+            self._saved_frame = None
+            if (self.scene.frame_current, self.scene.frame_subframe) != (frame, sub):
+                self.scene.frame_set(frame, subframe=sub)
+
+    def _say(self, text: str) -> None:
+        if self.log:
+            self.log(text)
+
+
+def _animated_chain(obj) -> bool:
+    while obj is not None:
+        ad = obj.animation_data
+        if ad and (ad.action is not None or len(ad.drivers) or len(ad.nla_tracks)):
+            return True
+        if len(obj.constraints):
+            return True
+        obj = obj.parent
+    return False
+
+
+def print_log(text: str) -> None:
+    print(text, flush=True)
+    sys.stdout.flush()

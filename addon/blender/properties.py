@@ -1,0 +1,138 @@
+"""Scene and per-object settings of the add-on (``Scene.prb_settings``, ``Object.prb``).
+
+Names follow docs/ARCHITECTURE.md; convert.py, the CLI and the sample scenes read them.
+"""
+from __future__ import annotations
+
+import bpy
+from bpy.props import (BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty,
+                       PointerProperty)
+
+ROLE_ITEMS = (
+    ("NONE", "Follow Selection", "Simulated as a dynamic body when selected at Simulate & Bake time"),
+    ("DYNAMIC", "Dynamic Body", "Always simulated as a moving rigid body"),
+    ("STATIC", "Static Collider", "Does not move; dynamic bodies collide with it"),
+    ("IGNORED", "Ignored", "Never part of the simulation, even when selected"),
+)
+
+_device_items_cache: list = []
+_device_state = {"problem": None, "auto": None}
+
+
+def device_items(_self, _context):
+    """OpenCL devices for the enum: 'AUTO' plus one item per device (listed once, cached).
+
+    Blender keeps the identifier strings only while a reference to them is alive, hence the cache.
+    """
+    if not _device_items_cache:
+        items = [("AUTO", "Automatic", "Prefer a GPU, fall back to a CPU OpenCL device")]
+        for selector, label in list_devices():
+            items.append((selector, label, f"OpenCL device {selector}: {label}"))
+        _device_items_cache[:] = items
+    return _device_items_cache
+
+
+def list_devices() -> list[tuple[str, str]]:
+    """(selector, label) of each usable OpenCL device; empty (and ``opencl_problem()`` set) without OpenCL."""
+    _device_state["problem"] = None
+    _device_state["auto"] = None
+    try:
+        from ..core import device as core_device
+
+        devices = core_device.list_devices()
+        try:
+            _device_state["auto"] = core_device.choose_device(None).label
+        except Exception:
+            pass
+        return [(d.selector, d.label) for d in devices]
+    except Exception as exc:  # OpenCLUnavailable, or pyopencl failing to load
+        _device_state["problem"] = str(exc)
+        return []
+
+
+def opencl_problem() -> str | None:
+    """Why no OpenCL device is listed (with what to install), or None."""
+    device_items(None, None)
+    return _device_state["problem"]
+
+
+def device_label(selector: str) -> str:
+    """Label of the chosen device for the summary line ('AUTO': the device auto picks)."""
+    items = device_items(None, None)
+    if selector in ("", "AUTO"):
+        return _device_state["auto"] or "no OpenCL device"
+    for identifier, label, _ in items:
+        if identifier == selector:
+            return label
+    return selector
+
+
+def refresh_devices() -> None:
+    _device_items_cache.clear()
+    _device_state["problem"] = None
+    _device_state["auto"] = None
+
+
+class PRB_SceneSettings(bpy.types.PropertyGroup):
+    use_scene_frame_range: BoolProperty(
+        name="Scene Frame Range", default=True,
+        description="Simulate the scene's frame range; off: use the range below")
+    frame_start: IntProperty(name="Start", default=1, description="First frame of the bake")
+    frame_end: IntProperty(name="End", default=250, description="Last frame of the bake")
+    frame_step: IntProperty(name="Step", default=1, min=1, soft_max=10,
+                            description="Key every Nth frame (the simulation samples at this step too)")
+    substeps_mode: EnumProperty(
+        name="Substeps", default="AUTO",
+        items=(("AUTO", "Automatic", "Substeps per frame from the contact stiffness and the lightest body"),
+               ("MANUAL", "Manual", "Use the number of substeps per frame given below")))
+    substeps: IntProperty(name="Substeps per Frame", default=100, min=1, soft_max=2000)
+    radius_mode: EnumProperty(
+        name="Particle Size", default="AUTO",
+        items=(("AUTO", "Automatic", "Choose the particle radius from the size of the bodies"),
+               ("MANUAL", "Manual", "Use the particle radius given below")))
+    particle_radius: FloatProperty(name="Particle Radius", default=0.05, min=1e-5, soft_max=1.0,
+                                   subtype="DISTANCE", unit="LENGTH", precision=4)
+    target_penetration: FloatProperty(
+        name="Stiffness Target", default=0.05, min=0.001, max=1.0, subtype="FACTOR",
+        description="How far a particle may sink into another under the weight of a tall stack, as a fraction "
+                    "of its radius (smaller: stiffer contacts, more substeps)")
+    device: EnumProperty(name="Device", items=device_items,
+                         description="OpenCL device that runs the simulation")
+    max_particles: IntProperty(name="Particle Limit", default=20_000_000, min=1,
+                               description="Refuse to simulate more particles than this")
+
+
+class PRB_ObjectSettings(bpy.types.PropertyGroup):
+    role: EnumProperty(name="Role", items=ROLE_ITEMS, default="NONE")
+    mass_mode: EnumProperty(
+        name="Mass From", default="DENSITY",
+        items=(("DENSITY", "Density", "Mass from the object's volume and a density"),
+               ("MASS", "Mass", "Total mass of the object")))
+    density: FloatProperty(name="Density", default=1000.0, min=1e-6, soft_max=20000.0,
+                           description="kg/m³ (water: 1000, wood: ~600, steel: ~7850)")
+    mass: FloatProperty(name="Mass", default=1.0, min=1e-6, soft_max=10000.0, unit="MASS")
+    friction: FloatProperty(name="Friction", default=0.5, min=0.0, soft_max=2.0)
+    bounciness: FloatProperty(name="Bounciness", default=0.0, min=0.0, max=1.0, subtype="FACTOR",
+                              description="Coefficient of restitution")
+    initial_velocity: FloatVectorProperty(name="Initial Velocity", size=3, subtype="VELOCITY", unit="VELOCITY")
+    initial_angular_velocity: FloatVectorProperty(
+        name="Initial Angular Velocity", size=3, subtype="XYZ",
+        description="Radians per second about the world axes")
+    linear_damping: FloatProperty(name="Linear Damping", default=0.0, min=0.0, max=0.99, subtype="FACTOR",
+                                  description="Fraction of linear velocity lost per second")
+    angular_damping: FloatProperty(name="Angular Damping", default=0.0, min=0.0, max=0.99, subtype="FACTOR",
+                                   description="Fraction of angular velocity lost per second")
+
+
+classes = (PRB_SceneSettings, PRB_ObjectSettings)
+
+
+def register():
+    bpy.types.Scene.prb_settings = PointerProperty(type=PRB_SceneSettings)
+    bpy.types.Object.prb = PointerProperty(type=PRB_ObjectSettings)
+
+
+def unregister():
+    del bpy.types.Object.prb
+    del bpy.types.Scene.prb_settings
+    refresh_devices()
