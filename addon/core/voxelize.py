@@ -128,8 +128,8 @@ def grid_for(vertices, spacing: float, padding: int = 0) -> Grid:
     v = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
     lo, hi = v.min(axis=0), v.max(axis=0)
     extent = hi - lo
-    # a tiny tolerance so that a cube of exactly 3 spacings gets 3 cells, not 4
-    n = np.maximum(1, np.ceil(extent / spacing - 1e-9)).astype(np.int64) + 2 * padding
+    # a tolerance (Blender stores float32) so that a cube of 3 spacings gets 3 cells, not 4
+    n = np.maximum(1, np.ceil(extent / spacing - 1e-4)).astype(np.int64) + 2 * padding
     centre = 0.5 * (lo + hi)
     origin = centre - 0.5 * (n - 1) * spacing
     return Grid(origin, float(spacing), tuple(int(x) for x in n))
