@@ -30,7 +30,8 @@ GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "FONT", "META"}
 PARTICLES_ACROSS = 3  # automatic radius: the smallest body gets this many particles across its thinnest extent
 MIN_PARTICLES = 8  # fewer particles cannot make a body that rotates and rests believably
 FLAT_RATIO = 1e-3  # an extent below this fraction of the largest one counts as flat
-ZERO_SCALE = 1e-9  # relative singular value of matrix_world below which an object has zero scale
+ZERO_SCALE = 1e-9
+SHAPE_KEY_DIGITS = 5  # scale/shear of linked duplicates equal to this many decimals share one voxelization  # relative singular value of matrix_world below which an object has zero scale
 DEFAULT_SETTINGS = dict(mass_mode="DENSITY", density=1000.0, mass=1.0, friction=0.5, bounciness=0.0,
                         initial_velocity=(0.0, 0.0, 0.0), initial_angular_velocity=(0.0, 0.0, 0.0),
                         linear_damping=0.0, angular_damping=0.0, role="NONE")
@@ -367,8 +368,9 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
         key = _geometry_key(obj)
         shape_key = None
         if key is not None:
-            rel = np.round(stretch / sv.max(), 9)
-            shape_key = key + (float(np.round(math.log(sv.max()), 9)),) + tuple(rel.ravel())
+            # matrix_world is float32 in Blender: equal scales agree to ~1e-7, not exactly
+            rel = np.round(stretch / sv.max(), SHAPE_KEY_DIGITS) + 0.0
+            shape_key = key + (round(math.log(sv.max()), SHAPE_KEY_DIGITS),) + tuple(rel.ravel())
         shape = shapes.get(shape_key) if shape_key is not None else None
         if shape is None:
             mesh = read_evaluated_mesh(obj, depsgraph)
