@@ -1,0 +1,281 @@
+"""Drives a real Blender window under Xvfb like a person would (runs inside the chroot).
+
+  python3 gui_driver.py --out DIR --scene scene.blend [--select A,B] [--expect-bake A,B]
+
+1. starts Xvfb and `blender scene.blend --python gui_startup.py` (sidebar tab opened, bodies selected);
+2. screenshot 01_ready.png;
+3. finds the Simulate & Bake button: hovers candidate rows of the sidebar and presses Ctrl+C, which
+   in Blender copies the hovered operator button's Python command to the clipboard; the startup
+   script reports the clipboard, so the button is found by what it *does*, not by pixel offsets;
+4. clicks it with xdotool, screenshot 02_during.png while the modal bake runs;
+5. waits for the keys and for the operator to finish, screenshot 03_after.png (the report in the
+   status bar), sets the last frame, screenshot 04_end.png, saves a copy of the file, quits.
+Exits non-zero (with the reason on stderr and in result.json) on any failure.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+A = None
+T0 = time.time()
+PROCS = []
+
+
+def log(msg):
+    print(f"[gui_driver {time.time() - T0:6.1f}s] {msg}", flush=True)
+
+
+class Fail(Exception):
+    pass
+
+
+def sh(*args, **kw):
+    env = dict(os.environ, DISPLAY=A.display)
+    return subprocess.run(list(args), env=env, check=True, capture_output=True, text=True, **kw).stdout
+
+
+def xdo(*args):
+    return sh("xdotool", *map(str, args))
+
+
+def status():
+    try:
+        with open(os.path.join(A.out, "status.json")) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return {}
+
+
+def wait_for(pred, timeout, what, poll=0.25):
+    end = time.time() + timeout
+    while time.time() < end:
+        s = status()
+        if s.get("errors"):
+            raise Fail(f"error inside Blender while waiting for {what}: {s['errors'][-1]}")
+        if PROCS and PROCS[-1].poll() is not None:
+            raise Fail(f"Blender exited (rc={PROCS[-1].returncode}) while waiting for {what}")
+        if pred(s):
+            return s
+        time.sleep(poll)
+    raise Fail(f"timed out after {timeout}s waiting for {what}; last status: "
+               f"{json.dumps({k: s.get(k) for k in ('phase', 'clipboard', 'modal_operators', 'bake')})}")
+
+
+_cmd_id = [0]
+
+
+def command(op, timeout=60, **kw):
+    _cmd_id[0] += 1
+    cid = f"{op}-{_cmd_id[0]}"
+    path = os.path.join(A.out, "cmd.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump([dict(kw, op=op, id=cid)], f)
+    os.replace(path + ".tmp", path)
+    if op == "quit":
+        return None
+    return wait_for(lambda s: cid in s.get("done_cmds", []), timeout, f"command {op}")
+
+
+def screenshot(name):
+    path = os.path.join(A.out, name)
+    sh("import", "-window", "root", path)
+    log(f"screenshot {name}")
+    return path
+
+
+def read_rgb(png):
+    """Screenshot as an (H, W, 3) uint8 array (ImageMagick -> binary PPM)."""
+    ppm = subprocess.run(["convert", png, "ppm:-"], check=True, capture_output=True).stdout
+    parts, pos = [], 0
+    while len(parts) < 4:  # magic, width, height, maxval (no comments in ImageMagick's output)
+        while ppm[pos:pos + 1].isspace():
+            pos += 1
+        end = pos
+        while not ppm[end:end + 1].isspace():
+            end += 1
+        parts.append(ppm[pos:end])
+        pos = end
+    w, h = int(parts[1]), int(parts[2])
+    return np.frombuffer(ppm[pos + 1:pos + 1 + w * h * 3], np.uint8).reshape(h, w, 3)
+
+
+def candidate_rows(png, sb):
+    """Centres of horizontal bands in the sidebar that are not plain panel background."""
+    img = read_rgb(png).astype(int)
+    x0, x1 = sb["x"] + 12, sb["x"] + sb["w"] - 40  # leave out the vertical tab strip on the right
+    y0, y1 = sb["y"] + 4, sb["y"] + sb["h"] - 4
+    strip = img[y0:y1, x0:x1]
+    # Buttons are filled boxes: many pixels in a row differ from the region's most common colour.
+    flat = strip.reshape(-1, 3)
+    colors, counts = np.unique(flat, axis=0, return_counts=True)
+    bg = colors[np.argmax(counts)]
+    differs = (np.abs(strip - bg).sum(axis=2) > 24).mean(axis=1) > 0.5
+    bands, start = [], None
+    for i, d in enumerate(list(differs) + [False]):
+        if d and start is None:
+            start = i
+        elif not d and start is not None:
+            if i - start >= 8:
+                bands.append((y0 + (start + i) // 2, i - start))
+            start = None
+    return [y for y, _ in bands]
+
+
+def find_button(target):
+    """Screen (x, y) of the operator button whose Python command contains `target`."""
+    s = status()
+    sb = s["sidebar"]
+    x = sb["x"] + (sb["w"] - 30) // 2
+    tried = set()
+    png = screenshot("00_locate.png")
+    rows = candidate_rows(png, sb)
+    log(f"sidebar {sb}; candidate rows {rows}")
+    full = list(range(sb["y"] + 10, sb["y"] + sb["h"] - 10, 8))
+    for y in rows + full:
+        if any(abs(y - t) < 5 for t in tried):
+            continue
+        tried.add(y)
+        xdo("mousemove", x, y)
+        time.sleep(A.hover_s)
+        xdo("key", "--clearmodifiers", "ctrl+c")
+        t_end = time.time() + 1.0
+        while time.time() < t_end:
+            clip = status().get("clipboard") or ""
+            if target in clip:
+                log(f"found {target!r} at ({x}, {y}): clipboard {clip!r}")
+                return x, y
+            time.sleep(0.1)
+    raise Fail(f"no button with {target!r} found in the sidebar {sb} (tried {len(tried)} rows)")
+
+
+def main():
+    global A
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", required=True)
+    p.add_argument("--scene", required=True)
+    p.add_argument("--select", default="")
+    p.add_argument("--expect-bake", default="", help="objects that must get keys (comma-separated)")
+    p.add_argument("--operator", default="prb.simulate_bake")
+    p.add_argument("--display", default=":99")
+    p.add_argument("--size", default="1600x900")
+    p.add_argument("--hover-s", type=float, default=0.35)
+    p.add_argument("--bake-timeout", type=float, default=600)
+    p.add_argument("--blender", default="blender")
+    A = p.parse_args()
+    os.makedirs(A.out, exist_ok=True)
+    result = {"ok": False}
+    try:
+        run(result)
+        result["ok"] = True
+    except Fail as e:
+        result["error"] = str(e)
+        log(f"FAIL: {e}")
+        try:
+            screenshot("99_failure.png")
+        except Exception:
+            pass
+    finally:
+        for proc in reversed(PROCS):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        result["seconds"] = round(time.time() - T0, 1)
+        with open(os.path.join(A.out, "result.json"), "w") as f:
+            json.dump(result, f, indent=1)
+    return 0 if result["ok"] else 1
+
+
+def run(result):
+    w, h = A.size.split("x")
+    xlog = open(os.path.join(A.out, "xvfb.log"), "w")
+    PROCS.append(subprocess.Popen(["Xvfb", A.display, "-screen", "0", f"{A.size}x24", "-nolisten", "tcp"],
+                                  stdout=xlog, stderr=subprocess.STDOUT))
+    for _ in range(50):
+        if subprocess.run(["xdpyinfo"], env=dict(os.environ, DISPLAY=A.display),
+                          capture_output=True).returncode == 0:
+            break
+        time.sleep(0.2)
+    else:
+        raise Fail("Xvfb did not start")
+    env = dict(os.environ, DISPLAY=A.display, PRB_GUI_OUT=A.out, PRB_GUI_SELECT=A.select)
+    blog = open(os.path.join(A.out, "blender-gui.log"), "w")
+    cmd = [A.blender, "--window-geometry", "0", "0", w, h, A.scene,
+           "--python", os.path.join(HERE, "gui_startup.py")]
+    log("starting " + " ".join(cmd))
+    PROCS.append(subprocess.Popen(cmd, env=env, stdout=blog, stderr=subprocess.STDOUT))
+    s = wait_for(lambda s: s.get("phase") == "ready", 240, "the sidebar tab to open")
+    result["blender"] = s.get("blender")
+    result["addons"] = s.get("addons")
+    result["modal_operators_api"] = s.get("modal_operators") is not None
+    if s.get("bake"):
+        raise Fail(f"scene already has actions before the click: {s['bake']}")
+    time.sleep(2.0)
+    v = s["view3d"]
+    xdo("mousemove", v["x"] + v["w"] // 3, v["y"] + v["h"] // 2)  # the user's mouse over the viewport
+    time.sleep(0.5)
+    screenshot("01_ready.png")
+    bx, by = find_button(A.operator)
+    result["button"] = [bx, by]
+    xdo("mousemove", bx, by)
+    time.sleep(0.3)
+    t_click = time.time()
+    xdo("click", "1")
+    log("clicked Simulate & Bake")
+    time.sleep(0.3)
+    xdo("mousemove", v["x"] + v["w"] // 3, v["y"] + v["h"] // 2)
+    expect = [n for n in A.expect_bake.split(",") if n]
+    mod, _, fn = A.operator.partition(".")
+    op_name = f"{mod.upper()}_OT_{fn}"
+
+    def running(s):
+        return op_name in (s.get("modal_operators") or [])
+
+    # "during": the modal operator runs (or keys appear) -- whichever we see first.
+    try:
+        s = wait_for(lambda s: running(s) or s.get("bake"), 30, "the bake to start")
+        result["saw_running"] = running(s)
+        time.sleep(1.0)
+        screenshot("02_during.png")
+    except Fail:
+        screenshot("02_during.png")
+        raise
+
+    def finished(s):
+        bake = s.get("bake") or {}
+        if any(n not in bake for n in expect) or not bake:
+            return False
+        return s.get("modal_operators") is None or not running(s)
+
+    s = wait_for(finished, A.bake_timeout, "the bake to finish")
+    # like a user, move the mouse back to the viewport: an event, so every region redraws
+    xdo("mousemove", v["x"] + v["w"] // 3, v["y"] + v["h"] // 2)
+    time.sleep(0.7)
+    result["bake_seconds"] = round(time.time() - t_click, 1)
+    result["bake"] = status().get("bake")
+    log(f"bake finished after {result['bake_seconds']}s: {sorted(result['bake'])}")
+    screenshot("03_after.png")
+    s = command("reports")
+    result["reports"] = s.get("reports")
+    command("frame", frame="end")
+    time.sleep(2.0)
+    screenshot("04_end.png")
+    command("save_copy", path=os.path.join(A.out, "gui_baked.blend"), timeout=120)
+    command("quit")
+    try:
+        PROCS[-1].wait(30)
+    except subprocess.TimeoutExpired:
+        raise Fail("Blender did not quit")
+    result["blender_rc"] = PROCS[-1].returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
