@@ -421,6 +421,10 @@ def write_bake(frames, channels_list: list[Channels]) -> list:
     for action in replaced:
         if action.users == 0:
             bpy.data.actions.remove(action)
+    for ch, action in zip(channels_list, created):  # take the plain name back from the replaced bake
+        name = bake_action_name(ch.obj)
+        if action.name != name and name not in bpy.data.actions:
+            action.name = name
     return created
 
 
@@ -448,3 +452,18 @@ def clear_bake(obj) -> bool:
     if is_bake_action(current) and current.users == 0:
         bpy.data.actions.remove(current)
     return True
+
+
+def action_fcurves(action) -> list:
+    """All F-curves of an action, layered (4.4+) or legacy."""
+    if action is None:
+        return []
+    if layered_actions():
+        out = []
+        for layer in action.layers:
+            for strip in layer.strips:
+                for bag in getattr(strip, "channelbags", ()):
+                    out.extend(bag.fcurves)
+        if out or not hasattr(action, "fcurves"):
+            return out
+    return list(action.fcurves)
