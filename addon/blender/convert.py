@@ -19,6 +19,7 @@ frame. The scene's current frame (and subframe) is restored afterwards, also on 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,6 +75,7 @@ class ConvertedScene:
     frame_count: int = 0  # output frames after the first: Simulation.frames(frame_count)
     gravity: tuple = (0.0, 0.0, -9.81)
     collider_meshes: list = field(default_factory=list)  # list[ColliderMesh]
+    timings: dict = field(default_factory=dict)  # seconds per conversion step
 
 
 # -- small pure helpers (no bpy) ------------------------------------------------------------------
@@ -210,6 +212,7 @@ class _Shape:
     area: float
     extents: np.ndarray  # (3,) bounding box in the frame
     result: vox.VoxelResult | None = None
+    inv_stretch: np.ndarray | None = None  # S^-1 of the object(s) this shape was made for
 
     def size(self) -> float:
         """Thinnest extent, or the second thinnest for flat shapes."""
@@ -233,11 +236,6 @@ def _frame_shape(vertices_local, triangles, stretch) -> _Shape:
     area = vox.surface_area(v, t)
     extents = np.ptp(v, axis=0) if len(v) else np.zeros(3)
     return _Shape(v, t, closed, volume, area, extents)
-
-
-def _polar(m4):
-    rot, stretch = vox.polar_decomposition(m4[:3, :3])
-    return rot, stretch
 
 
 # -- the conversion ---------------------------------------------------------------------------------
@@ -286,6 +284,8 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
     if radius is not None and not (radius > 0 and math.isfinite(radius)):
         raise ConversionError(f"particle radius must be positive, got {radius}")
     frame_count = (frame_end - frame_start) // frame_step
+    timings: dict = {}
+    t_total = time.perf_counter()
     original_frame = (scene.frame_current, scene.frame_subframe)
     moved = False
     try:
@@ -294,7 +294,7 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
             moved = True
         depsgraph = context.evaluated_depsgraph_get()
         converted = _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_particles,
-                                      device_memory)
+                                      device_memory, timings)
         builder, links, skipped, collider_objs, radius_used = converted
         collider_meshes = []
         if collider_objs:
@@ -312,7 +312,9 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
                 builder.add_static_mesh(verts, tris, material=mat, frames=frames)
         if add_ground:
             builder.add_ground_plane(0.0)
+        t0 = time.perf_counter()
         model = builder.finalize()
+        timings["finalize"] = time.perf_counter() - t0
     finally:
         if moved:
             scene.frame_set(original_frame[0], subframe=original_frame[1])
@@ -322,7 +324,8 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
         model=model, radius=radius_used, bodies=links, colliders=[c.object_name for c in collider_meshes],
         skipped=skipped, particle_count=model.particle_count, radius_auto=radius is None,
         frame_start=int(frame_start), frame_step=int(frame_step), frame_count=int(frame_count),
-        gravity=tuple(float(g) for g in gravity), collider_meshes=collider_meshes)
+        gravity=tuple(float(g) for g in gravity), collider_meshes=collider_meshes,
+        timings=dict(timings, total=time.perf_counter() - t_total))
 
 
 def _skip_reason_type(obj):
@@ -331,7 +334,8 @@ def _skip_reason_type(obj):
     return None
 
 
-def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_particles, device_memory):
+def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_particles, device_memory, timings):
+    t_start = time.perf_counter()
     skipped: list[tuple[str, str]] = []
     dynamic = []
     for obj in _unique_objects(dynamic_objects):
@@ -352,25 +356,36 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
         statics.append(obj)
 
     # 1. geometry of the dynamic objects in their own frames; linked duplicates share one shape
-    shapes: dict = {}
-    entries = []  # (obj, settings, matrix, rotation, shape)
+    timings["settings"] = time.perf_counter() - t_start
+    t0 = time.perf_counter()
+    candidates = []
     for obj, settings in dynamic:
         reason = _skip_reason_type(obj)
         if reason:
             skipped.append((obj.name, reason))
             continue
-        m4 = _matrix(obj)
-        rot, stretch = _polar(m4)
-        sv = np.linalg.svd(m4[:3, :3], compute_uv=False)
-        if not (sv.max() > 0 and sv.min() > ZERO_SCALE * sv.max()) or not np.all(np.isfinite(m4)):
+        candidates.append((obj, settings))
+    matrices = np.array([obj.matrix_world for obj, _ in candidates], dtype=np.float64).reshape(-1, 4, 4)
+    m3 = matrices[:, :3, :3]
+    # shape key from the metric G = M^T M = S^2 (cheap, no per-object SVD); matrix_world is float32
+    # in Blender, so equal scales agree to ~1e-7, not exactly: round relative to the size
+    gram = np.einsum("kji,kjl->kil", m3, m3)
+    size2 = np.trace(gram, axis1=1, axis2=2) / 3.0
+    det = np.abs(np.linalg.det(m3))
+    valid = (size2 > 0) & (det > ZERO_SCALE * np.maximum(size2, 1e-300) ** 1.5) & np.isfinite(matrices).all(axis=(1, 2))
+    safe2 = np.where(valid, size2, 1.0)
+    rel_keys = [tuple(r) for r in (np.round(gram / safe2[:, None, None], SHAPE_KEY_DIGITS) + 0.0).reshape(-1, 9).tolist()]
+    log_keys = (np.round(0.5 * np.log(safe2), SHAPE_KEY_DIGITS) + 0.0).tolist()
+    timings["matrices"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    shapes: dict = {}
+    entries = []  # (obj, settings, matrix, rotation, shape)
+    for i, (obj, settings) in enumerate(candidates):
+        if not valid[i]:
             skipped.append((obj.name, "has zero scale"))
             continue
         key = _geometry_key(obj)
-        shape_key = None
-        if key is not None:
-            # matrix_world is float32 in Blender: equal scales agree to ~1e-7, not exactly
-            rel = np.round(stretch / sv.max(), SHAPE_KEY_DIGITS) + 0.0
-            shape_key = key + (round(math.log(sv.max()), SHAPE_KEY_DIGITS),) + tuple(rel.ravel())
+        shape_key = None if key is None else key + (log_keys[i],) + rel_keys[i]
         shape = shapes.get(shape_key) if shape_key is not None else None
         if shape is None:
             mesh = read_evaluated_mesh(obj, depsgraph)
@@ -379,7 +394,9 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
                 if shape_key is not None:
                     shapes[shape_key] = "empty"
                 continue
+            rot, stretch = vox.polar_decomposition(m3[i])
             shape = _frame_shape(mesh[0], mesh[1], stretch)
+            shape.inv_stretch = np.linalg.inv(stretch)
             if shape.area <= 0 or len(shape.triangles) == 0:
                 skipped.append((obj.name, "has zero area and volume"))
                 shape = "empty"
@@ -390,7 +407,8 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
         elif shape == "empty":
             skipped.append((obj.name, "has no faces of non-zero area"))
             continue
-        entries.append((obj, settings, m4, rot, shape))
+        entries.append((obj, settings, matrices[i], None, shape))
+    timings["geometry"] = time.perf_counter() - t0
 
     # 2. radius and size checks, before any particle is allocated
     if entries:
@@ -424,6 +442,7 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
         radius_used = float(radius) if radius is not None else 0.0
 
     # 3. voxelize each shape once
+    t0 = time.perf_counter()
     too_few = []
     total = 0
     for obj, settings, m4, rot, shape in entries:
@@ -445,28 +464,61 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
         raise ConversionError(
             f"too few particles to rotate (at least {MIN_PARTICLES} needed) at radius {radius_used:.4g}: "
             f"{names}{more}; use a particle radius of at most {suggestion:g}")
+    timings["voxelize"] = time.perf_counter() - t0
 
-    # 4. bodies, in world space (position 0, identity orientation)
+    # 4. bodies, in world space (position 0, identity orientation); duplicates in one batch
+    t0 = time.perf_counter()
     builder = ModelBuilder(radius_used if radius_used > 0 else 1.0)
     d = 2 * radius_used
     links = []
-    for obj, settings, m4, rot, shape in entries:
-        res = shape.result
-        points = res.points @ rot.T + m4[:3, 3]
-        if settings["mass_mode"] == "MASS":
-            mass = float(settings["mass"])
-        else:
-            volume = shape.volume if (res.filled_count and shape.volume > 0) else len(points) * d**3
-            mass = float(settings["density"]) * volume
-        if not (mass > 0 and math.isfinite(mass)):
-            raise ConversionError(f"{obj.name}: mass must be positive (got {mass:g} kg)")
+    groups: dict = {}
+    for entry in entries:
+        groups.setdefault(id(entry[4]), []).append(entry)
+    materials: dict = {}
+    batch = getattr(builder, "add_bodies", None)
+    for group in groups.values():
+        res = group[0][4].result
+        shape = group[0][4]
+        # R = M S^-1 with the shape's S (equal within float32 noise for every member of the group)
+        m4s = np.array([e[2] for e in group])
+        rot = m4s[:, :3, :3] @ shape.inv_stretch
+        trans = m4s[:, :3, 3]
+        points = np.einsum("kij,nj->kni", rot, res.points) + trans[:, None, :]
+        masses = np.empty(len(group))
+        for k, (obj, settings, _, _, _) in enumerate(group):
+            if settings["mass_mode"] == "MASS":
+                masses[k] = float(settings["mass"])
+            else:
+                volume = shape.volume if (res.filled_count and shape.volume > 0) else len(res.points) * d**3
+                masses[k] = float(settings["density"]) * volume
+            if not (masses[k] > 0 and math.isfinite(masses[k])):
+                raise ConversionError(f"{obj.name}: mass must be positive (got {masses[k]:g} kg)")
+        mats = []
+        for _, settings, _, _, _ in group:
+            mkey = (settings["friction"], settings["bounciness"], settings["linear_damping"],
+                    settings["angular_damping"])
+            if mkey not in materials:
+                try:
+                    materials[mkey] = material_from(settings)
+                except ValueError as error:
+                    raise ConversionError(f"{group[0][0].name}: {error}") from error
+            mats.append(materials[mkey])
+        velocities = np.array([e[1]["initial_velocity"] for e in group], dtype=np.float64).reshape(-1, 3)
+        spins = np.array([e[1]["initial_angular_velocity"] for e in group], dtype=np.float64).reshape(-1, 3)
         try:
-            index = builder.add_body(points, mass=mass, velocity=settings["initial_velocity"],
-                                     angular_velocity=settings["initial_angular_velocity"],
-                                     material=material_from(settings))
+            if batch is not None:
+                indices = list(batch(points, masses=masses, velocities=velocities, angular_velocities=spins,
+                                     materials=mats))
+            else:
+                indices = [builder.add_body(points[k], mass=masses[k], velocity=velocities[k],
+                                            angular_velocity=spins[k], material=mats[k])
+                           for k in range(len(group))]
         except ValueError as error:
-            raise ConversionError(f"{obj.name}: {error}") from error
-        links.append(BodyLink(obj.name, index, m4.copy(), np.zeros(3), len(points), res.mode))
+            raise ConversionError(f"{group[0][0].name}: {error}") from error
+        for k, (obj, _, m4, _, _) in enumerate(group):
+            links.append(BodyLink(obj.name, int(indices[k]), m4.copy(), np.zeros(3), len(res.points), res.mode))
+    links.sort(key=lambda link: link.body_index)
+    timings["bodies"] = time.perf_counter() - t0
 
     # 5. static colliders at the first frame
     colliders = []
