@@ -205,7 +205,7 @@ class OpenCLEngine(StateMixin):
         h_in, h_out = self.history_in, 1 - self.history_in
         constants = np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius], dtype=np.float32)
         self.k_contacts(
-            q, (_round_up(P),), None, np.int32(P), np.int32(self.model.plane_count), inv_cell, bits, constants,
+            q, (_round_up(P),), (64,), np.int32(P), np.int32(self.model.plane_count), inv_cell, bits, constants,
             self.b_sorted, self.a_bucket_start.data, self.b_pos, self.b_vel, self.b_particle_body,
             self.b_particle_material, self.b_contact_mass, self.b_body_w,
             self.b_plane_point, self.b_plane_normal, self.b_plane_material, self.b_pair_zeta, self.b_pair_mu,

@@ -1,0 +1,31 @@
+"""Scene builders shared by the engine tests."""
+import numpy as np
+
+from addon.core import Material, ModelBuilder, SimulationSettings
+from addon.core.opencl_engine import OpenCLEngine
+from addon.core.shapes import cube_particles
+
+CUBE_SIDE = 1.0
+RADIUS = CUBE_SIDE / 6.0  # 27-particle cubes, as in the seed
+
+
+def axis_angle_quaternion(axis, angle):
+    axis = np.asarray(axis, dtype=float)
+    axis = axis / np.linalg.norm(axis)
+    return np.concatenate([[np.cos(angle / 2)], axis * np.sin(angle / 2)])
+
+
+def add_cube(builder, position, material=None, **kwargs):
+    return builder.add_body(cube_particles(CUBE_SIDE), density=1000.0, position=position,
+                            material=material or Material(), **kwargs)
+
+
+def engine_for(builder, **settings):
+    settings.setdefault("device", "cpu")
+    return OpenCLEngine(builder.finalize(), SimulationSettings(**settings))
+
+
+def run_for(engine, seconds):
+    steps = int(round(seconds / engine.params.substep))
+    engine.step(steps)
+    return engine.body_state()
