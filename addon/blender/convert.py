@@ -238,6 +238,43 @@ def _frame_shape(vertices_local, triangles, stretch) -> _Shape:
     return _Shape(v, t, closed, volume, area, extents)
 
 
+def object_shape(obj, depsgraph):
+    """(_Shape in the object's frame, rotation R of that frame) or None if it cannot be a body."""
+    if obj.type not in GEOMETRY_TYPES:
+        return None
+    m4 = _matrix(obj)
+    rot, stretch = vox.polar_decomposition(m4[:3, :3])
+    sv = np.linalg.svd(m4[:3, :3], compute_uv=False)
+    if not (sv.max() > 0 and sv.min() > ZERO_SCALE * sv.max()):
+        return None
+    mesh = read_evaluated_mesh(obj, depsgraph)
+    if mesh is None or len(mesh[1]) == 0:
+        return None
+    shape = _frame_shape(mesh[0], mesh[1], stretch)
+    if shape.area <= 0 or len(shape.triangles) == 0:
+        return None
+    return shape, rot
+
+
+def shape_particles(obj, depsgraph, radius: float, max_particles: int = 20_000_000):
+    """Particle centres (N, 3) of one object in its frame (world = R p + translation), exactly as
+    ``convert_scene`` makes them; None when the object cannot become a body."""
+    found = object_shape(obj, depsgraph)
+    if found is None:
+        return None
+    try:
+        return vox.voxelize(found[0].vertices, found[0].triangles, 2 * radius, max_particles=max_particles,
+                            weld_vertices=False).points
+    except ValueError as error:
+        raise ConversionError(f"{obj.name}: {error}") from error
+
+
+def automatic_radius_for(objects, depsgraph) -> float | None:
+    """The automatic radius ``convert_scene`` would choose for these objects (None: no usable one)."""
+    shapes = [found[0] for found in (object_shape(o, depsgraph) for o in objects) if found is not None]
+    return automatic_radius(shapes) if shapes else None
+
+
 # -- the conversion ---------------------------------------------------------------------------------
 
 def _unique_objects(objects):
