@@ -18,7 +18,7 @@ def _format_bytes(n: int) -> str:
 
 
 def _operator_registered(class_name: str) -> bool:
-    return hasattr(bpy.types, class_name)
+    return bpy.types.Operator.bl_rna_get_subclass_py(class_name) is not None
 
 
 def draw_object_settings(layout, obj) -> None:
