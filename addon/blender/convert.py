@@ -120,10 +120,15 @@ def material_from(settings: dict) -> Material:
                     angular_damping=float(settings["angular_damping"]))
 
 
-def _round_sig(x: float, digits: int = 2) -> float:
+def _round_up_sig(x: float, digits: int = 2) -> float:
     if x <= 0 or not math.isfinite(x):
         return x
-    return round(x, -int(math.floor(math.log10(x))) + digits - 1)
+    scale = 10 ** (-int(math.floor(math.log10(x))) + digits - 1)
+    return math.ceil(x * scale * (1 - 1e-12)) / scale
+
+
+def _format_bytes(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"
 
 
 def _round_down_sig(x: float, digits: int = 2) -> float:
@@ -456,7 +461,7 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
         radius_used = float(radius) if radius is not None else automatic_radius([s for s, _ in counted])
         estimate = sum(s.estimate(radius_used) * n for s, n in counted)
         if estimate > max_particles:
-            suggestion = _round_sig(_radius_for_budget(counted, radius_used, int(0.9 * max_particles)))
+            suggestion = _round_up_sig(_radius_for_budget(counted, radius_used, int(0.9 * max_particles)))
             raise ConversionError(
                 f"{len(entries)} bodies at particle radius {radius_used:.4g} need about {estimate:,} particles, "
                 f"more than the limit of {max_particles:,}; use a particle radius of at least {suggestion:g}"
@@ -470,10 +475,10 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
                 need = estimate_device_memory(estimate, len(entries))
                 if need > 0.9 * device_memory:
                     budget = int(0.9 * device_memory / max(need / max(estimate, 1), 1))
-                    suggestion = _round_sig(_radius_for_budget(counted, radius_used, budget))
+                    suggestion = _round_up_sig(_radius_for_budget(counted, radius_used, budget))
                     raise ConversionError(
-                        f"about {estimate:,} particles need {need / 2**30:.2f} GiB of device memory, "
-                        f"the device has {device_memory / 2**30:.2f} GiB; use a particle radius of at least "
+                        f"about {estimate:,} particles need {_format_bytes(need)} of device memory, "
+                        f"the device has {_format_bytes(device_memory)}; use a particle radius of at least "
                         f"{suggestion:g}")
     else:
         radius_used = float(radius) if radius is not None else 0.0

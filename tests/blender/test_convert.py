@@ -384,3 +384,31 @@ def test_animated_collider_frames_and_scene_left_as_it_was(scene):
     # the body was read at frame_start, whatever the current frame was
     assert np.allclose(conv.bodies[0].matrix_world[:3, 3], (0, 0, 2))
     assert conv.model.body_count == 1
+
+
+def test_object_matrix_at_agrees_with_the_bake():
+    bake = pytest.importorskip("addon.blender.bake")
+    rng = np.random.default_rng(5)
+    m0 = np.tile(np.eye(4), (3, 1, 1))
+    m0[:, :3, :3] = rng.normal(size=(3, 3, 3))
+    m0[:, :3, 3] = rng.normal(size=(3, 3))
+    com = rng.normal(size=(3, 3))
+    x = rng.normal(size=(4, 3, 3))
+    q = rng.normal(size=(4, 3, 4))
+    q /= np.linalg.norm(q, axis=2, keepdims=True)
+    baked = bake.world_matrices(x, q, com, m0)
+    for f in range(4):
+        for b in range(3):
+            link = convert.BodyLink("o", b, m0[b], com[b])
+            assert np.allclose(object_matrix_at(link, x[f, b], q[f, b]), baked[f, b])
+
+
+def test_device_memory_limit_is_checked(scene):
+    pytest.importorskip("pyopencl")
+    bpy.ops.mesh.primitive_cube_add(size=1.0)
+    cube = active()
+    with pytest.raises(ConversionError, match="of device memory") as info:
+        run([cube], radius=0.01, device_memory=50 * 2**20)  # 125,000 particles, 50 MiB
+    suggested = float(str(info.value).rsplit("at least ", 1)[1].split()[0])
+    conv = run([cube], radius=suggested, device_memory=50 * 2**20)
+    assert conv.particle_count <= 125_000
