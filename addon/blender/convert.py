@@ -172,12 +172,60 @@ def _matrix(obj) -> np.ndarray:
     return np.array(obj.matrix_world, dtype=np.float64)
 
 
+# Modifiers whose result depends only on the mesh and the modifier's own settings (not on the
+# object's transform, time or other objects, as long as no object pointer is set): duplicates with
+# equal stacks of these still share one voxelization.
+SHAREABLE_MODIFIERS = {"SUBSURF", "BEVEL", "SOLIDIFY", "TRIANGULATE", "DECIMATE", "EDGE_SPLIT", "WELD",
+                       "REMESH", "SMOOTH", "MIRROR", "ARRAY", "WIREFRAME", "SKIN", "MULTIRES"}
+_IGNORED_MODIFIER_PROPS = {"rna_type", "name", "is_active", "show_expanded", "show_on_cage", "show_in_editmode",
+                           "is_override_data", "persistent_uid", "use_pin_to_last", "execution_time",
+                           "show_render", "use_apply_on_spline"}
+
+
+def _is_id(value) -> bool:
+    import bpy
+
+    return isinstance(value, bpy.types.ID)
+
+
+def _modifier_signature(obj):
+    """Hashable description of the modifier stack, or None when it may depend on more than the mesh."""
+    sig = []
+    for mod in obj.modifiers:
+        if mod.type not in SHAREABLE_MODIFIERS:
+            return None
+        if not mod.show_viewport:
+            continue
+        values = []
+        for prop in mod.bl_rna.properties:
+            ident = prop.identifier
+            if ident in _IGNORED_MODIFIER_PROPS or prop.type == "COLLECTION":
+                continue
+            value = getattr(mod, ident, None)
+            if prop.type == "POINTER":
+                if value is None:
+                    continue
+                if _is_id(value) or (ident == "custom_profile" and getattr(mod, "profile_type", "") == "CUSTOM"):
+                    return None  # uses another object/texture/data, or a per-modifier curve
+                continue  # an owned, unused sub-struct
+            if isinstance(value, (set, frozenset)):
+                value = tuple(sorted(value))
+            elif hasattr(value, "__len__") and not isinstance(value, str):
+                value = tuple(value)
+            values.append((ident, value))
+        sig.append((mod.type, tuple(values)))
+    return tuple(sig)
+
+
 def _geometry_key(obj):
     """Key under which objects share identical local geometry, or None (evaluate on its own)."""
     if obj.type not in GEOMETRY_TYPES or obj.type == "META" or obj.data is None:
         return None
     if len(obj.modifiers):
-        return None
+        signature = _modifier_signature(obj)
+        if signature is None:
+            return None
+        return (obj.type, obj.data.as_pointer(), signature)
     return (obj.type, obj.data.as_pointer())
 
 

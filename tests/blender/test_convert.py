@@ -412,3 +412,35 @@ def test_device_memory_limit_is_checked(scene):
     suggested = float(str(info.value).rsplit("at least ", 1)[1].split()[0])
     conv = run([cube], radius=suggested, device_memory=50 * 2**20)
     assert conv.particle_count <= 125_000
+
+
+def test_duplicates_with_equal_modifier_stacks_share_one_conversion(scene, monkeypatch):
+    bpy.ops.mesh.primitive_cube_add(size=0.5)
+    src = active()
+    bevel = src.modifiers.new("Bevel", "BEVEL")
+    bevel.width = 0.1
+    bevel.segments = 3
+    objs = [src]
+    for i in range(6):
+        o = src.copy()
+        o.location = (i + 1.0, 0.0, 0.0)
+        scene.collection.objects.link(o)
+        objs.append(o)
+    objs[3].modifiers["Bevel"].width = 0.2  # a different result: converted on its own
+    displaced = objs[4].modifiers.new("Displace", "DISPLACE")  # not shareable (texture space, strength)
+    displaced.strength = 0.05
+    bpy.context.view_layer.update()
+    calls = []
+    real = convert.read_evaluated_mesh
+    monkeypatch.setattr(convert, "read_evaluated_mesh", lambda o, dg: calls.append(o.name) or real(o, dg))
+    conv = run(objs, radius=0.04)
+    assert sorted(calls) == sorted([src.name, objs[3].name, objs[4].name])
+    volumes = {}
+    for link in conv.bodies:
+        volumes[link.object_name] = conv.model.body_mass[link.body_index] / 1000.0
+    # a bevelled cube has less volume than the cube, the wider bevel even less
+    assert volumes[objs[1].name] == pytest.approx(volumes[src.name], rel=1e-9)
+    assert volumes[objs[3].name] < volumes[src.name] < 0.5**3
+    monkeypatch.setattr(convert, "read_evaluated_mesh", real)
+    alone = run([objs[5]], radius=0.04)
+    assert alone.model.body_mass[0] == pytest.approx(volumes[objs[5].name] * 1000.0, rel=1e-6)
