@@ -212,52 +212,59 @@ def local_channels(objects, world: np.ndarray, parent_world: dict | None = None)
     parent inverse, bone/vertex parent) is taken from its current matrices,
     ``matrix_world @ matrix_basis^-1``, and assumed fixed, unless ``parent_world`` maps an object
     name to (F, 4, 4) world matrices of its parent over the keyed frames (moving parents).
+    Delta transforms are taken out. Work is vectorized over objects of the same rotation mode.
     """
+    objects = list(objects)
     frames, n = world.shape[:2]
-    basis = np.empty_like(world)
+    inv_space = np.empty((n, 4, 4))
+    moving = []
     for idx, obj in enumerate(objects):
         m_world = _matrix_np(obj.matrix_world)
         m_basis = _matrix_np(obj.matrix_basis)
-        parent_space = m_world @ np.linalg.inv(m_basis)  # (4, 4), constant part
+        parent_space = m_world @ np.linalg.inv(m_basis)
+        inv_space[idx] = np.linalg.inv(parent_space)
         if parent_world and obj.name in parent_world and obj.parent is not None:
-            parent_now = _matrix_np(obj.parent.matrix_world)
-            relation = np.linalg.inv(parent_now) @ parent_space  # parent world -> this parent space
-            spaces = parent_world[obj.name] @ relation  # (F, 4, 4)
-            basis[:, idx] = np.linalg.inv(spaces) @ world[:, idx]
-        else:
-            basis[:, idx] = np.linalg.inv(parent_space) @ world[:, idx]
-    location = basis[..., :3, 3]
+            relation = np.linalg.inv(_matrix_np(obj.parent.matrix_world)) @ parent_space
+            moving.append((idx, parent_world[obj.name] @ relation))  # (F, 4, 4) parent space per frame
+    basis = np.einsum("bij,fbjk->fbik", inv_space, world)
+    for idx, spaces in moving:
+        basis[:, idx] = np.linalg.inv(spaces) @ world[:, idx]
+    location = basis[..., :3, 3] - np.array([tuple(o.delta_location) for o in objects]).reshape(1, n, 3)
     m3 = basis[..., :3, :3]
     m3 = m3 / np.linalg.norm(m3, axis=-2, keepdims=True)  # remove the object's own scale (columns)
-    out = []
-    quats = matrix_quaternions(m3)  # (F, N, 4)
-    for idx, obj in enumerate(objects):
-        loc = location[:, idx] - np.asarray(obj.delta_location, dtype=np.float64)
-        mode = obj.rotation_mode
-        delta = _matrix_np(obj.delta_rotation_quaternion.to_matrix()) if mode in ("QUATERNION", "AXIS_ANGLE") \
-            else _matrix_np(obj.delta_rotation_euler.to_matrix())
+    for idx, obj in enumerate(objects):  # Blender composes delta @ rotation: take the delta out
+        quaternion_like = obj.rotation_mode in ("QUATERNION", "AXIS_ANGLE")
+        delta = obj.delta_rotation_quaternion.to_matrix() if quaternion_like else obj.delta_rotation_euler.to_matrix()
+        delta = _matrix_np(delta)
         if not np.allclose(delta, np.eye(3)):
-            rot = delta.T @ m3[:, idx]  # Blender composes delta @ rotation
-            q = matrix_quaternions(rot)
+            m3[:, idx] = delta.T @ m3[:, idx]
+
+    rotation: list = [None] * n
+    paths: list = [None] * n
+    modes: dict = {}
+    for idx, obj in enumerate(objects):
+        modes.setdefault(obj.rotation_mode, []).append(idx)
+    for mode, idxs in modes.items():
+        idxs = np.array(idxs)
+        if mode in ("QUATERNION", "AXIS_ANGLE"):
+            q = matrix_quaternions(m3[:, idxs])  # (F, k, 4)
+            if mode == "QUATERNION":
+                current = np.array([tuple(objects[i].rotation_quaternion) for i in idxs])
+                flip = np.einsum("ki,ki->k", q[0], current) < 0
+            else:
+                flip = q[0, :, 0] < 0
+            q[0, flip] *= -1
+            q = continuous_quaternions(q)
+            values = q if mode == "QUATERNION" else axis_angles(q)
+            path = "rotation_quaternion" if mode == "QUATERNION" else "rotation_axis_angle"
         else:
-            rot = m3[:, idx]
-            q = quats[:, idx]
-        if mode == "QUATERNION":
-            q = q.copy()
-            current = np.asarray(obj.rotation_quaternion, dtype=np.float64)
-            if np.dot(q[0], current) < 0:
-                q[0] *= -1
-            out.append(Channels(obj, loc, "rotation_quaternion", continuous_quaternions(q)))
-        elif mode == "AXIS_ANGLE":
-            q = q.copy()
-            if q[0, 0] < 0:
-                q[0] *= -1
-            out.append(Channels(obj, loc, "rotation_axis_angle", axis_angles(continuous_quaternions(q))))
-        else:
-            ref = np.asarray(obj.rotation_euler, dtype=np.float64)[None]
-            eul = continuous_eulers(rot[:, None], mode, ref)[:, 0]
-            out.append(Channels(obj, loc, "rotation_euler", eul))
-    return out
+            current = np.array([tuple(objects[i].rotation_euler) for i in idxs])
+            values = continuous_eulers(m3[:, idxs], mode, current)
+            path = "rotation_euler"
+        for k, idx in enumerate(idxs):
+            rotation[idx] = values[:, k]
+            paths[idx] = path
+    return [Channels(obj, location[:, idx], paths[idx], rotation[idx]) for idx, obj in enumerate(objects)]
 
 
 # --------------------------------------------------------------------------------------------------

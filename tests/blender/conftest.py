@@ -15,9 +15,9 @@ import pytest  # noqa: E402
 bpy = pytest.importorskip("bpy")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def registered():
-    """The add-on's classes registered for the whole session, unregistered before exit (bpy 4.2 segfaults otherwise)."""
+    """The add-on's classes registered for one test module, unregistered after it (and so before exit : bpy 4.2 segfaults otherwise)."""
     import addon.blender as blender
 
     blender.register()

@@ -38,7 +38,8 @@ def object_snapshot(obj) -> dict:
         quaternion=tuple(obj.rotation_quaternion), axis_angle=tuple(obj.rotation_axis_angle),
         scale=tuple(obj.scale), matrix_world=[tuple(r) for r in obj.matrix_world],
         has_animation_data=ad is not None, action=action_snapshot(ad.action if ad else None), slot=slot,
-        custom=sorted(obj.keys()), parent=obj.parent.name if obj.parent else None,
+        custom=sorted(k for k in obj.keys() if k != "prb"),  # 4.2/4.5 list registered property storage too
+        parent=obj.parent.name if obj.parent else None,
     )
 
 
