@@ -1,0 +1,228 @@
+"""Sample scenes: the committed .blend files are set up for Simulate & Bake, and each scene, built by
+sample_scenes/generate.py (smaller where that keeps CI short), bakes headless through the real CLI
+(addon/cli.py, its own process) with the physical outcome the scene is meant to show.
+
+Generation, baking and reading back run in separate processes, like a user's or render node's runs,
+so nothing here depends on the state of this process's bpy.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from sample_scenes.checks import rotation_angle  # noqa: E402
+from sample_scenes.generate import dice_layout, large_model, tower_layout  # noqa: E402
+
+FPS = 24
+
+from addon.core.model import ModelBuilder  # noqa: E402
+
+# Every scene's ground, bowl, ramp and stairs are triangle-mesh colliders.
+needs_triangle_colliders = pytest.mark.skipif(not hasattr(ModelBuilder, "add_static_mesh"),
+                                              reason="the core has no triangle colliders yet")
+
+
+def _run(args, timeout=600):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"{' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n" \
+                                 f"{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def bake(tmp_path, scene, frames, read_frames, **params):
+    """Generate ``scene`` with ``params``, bake frames 1..frames with the CLI, read poses at read_frames."""
+    blend = tmp_path / f"{scene}.blend"
+    gen = ["sample_scenes/generate.py", scene, "--output", blend, "--frames", frames]
+    for key, value in params.items():
+        gen += ["--param", f"{key}={json.dumps(value)}"]
+    _run(gen)
+    baked = tmp_path / f"{scene}_baked.blend"
+    out = _run(["addon/cli.py", "--scene", blend, "--output", baked, "--frames", 1, frames])
+    npz = tmp_path / f"{scene}.npz"
+    _run(["sample_scenes/checks.py", baked, "--frames", *read_frames, "--npz", npz])
+    data = dict(np.load(npz))
+    assert len(data["names"]) > 0
+    assert (data["keyed"] >= frames).all(), "every dynamic body must carry baked keys on every frame"
+    data["cli_output"] = out
+    return data
+
+
+def positions(data, frame):
+    i = list(data["frames"]).index(frame)
+    return data["matrices"][i, :, :3, 3]
+
+
+def select(data, prefix):
+    return np.array([str(n).startswith(prefix) for n in data["names"]])
+
+
+# -- layouts (no bake) --------------------------------------------------------------------------------
+
+
+def test_dice_layout_matches_the_seed_formation():
+    p = dice_layout(40, column_height=10)
+    assert p.shape == (40, 3)
+    column = p[:10]
+    # each cube sits above the one below it without touching it ...
+    dz = np.diff(column[:, 2])
+    assert np.allclose(dz, dz[0]) and 1.0 < dz[0] < 1.2
+    assert column[0, 2] > 0.5  # the lowest one is above the ground
+    # ... moved to the next of four positions, by less than a cube, so sides and corners overlap
+    dxy = np.abs(np.diff(column[:, :2], axis=0))
+    assert np.all((dxy.max(axis=1) > 0.3) & (dxy.max(axis=1) < 1.0))
+    assert len({tuple(np.round(q, 6)) for q in column[:, :2]}) == 4
+    # columns do not overlap each other
+    model = large_model(40)
+    assert model.body_count == 40 and model.particle_count == 40 * 27
+
+
+def test_large_model_cubes_start_apart():
+    model = large_model(60, column_height=6)
+    pos = model.body_position[model.particle_body] + model.particle_offset  # identity orientations
+    d = np.linalg.norm(pos[:, None] - pos[None], axis=-1)
+    other = model.particle_body[:, None] != model.particle_body[None]
+    assert d[other].min() >= 2 * model.particle_radius  # no contact at the start
+
+
+def test_tower_layout_has_four_sizes():
+    layout = tower_layout()
+    towers = {}
+    for t, p in layout:
+        towers.setdefault(t, []).append(p)
+    assert len(towers) == 4
+    sizes = sorted(len(v) for v in towers.values())
+    assert len(set(sizes)) == 4
+
+
+# -- the committed files ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["dice", "towers", "mixed", "ramp"])
+def test_committed_scene_is_ready_to_bake(tmp_path, name):
+    path = ROOT / "sample_scenes" / f"{name}.blend"
+    assert path.exists(), f"{path} missing: run sample_scenes/generate.py"
+    assert path.stat().st_size < 2_000_000, "keep sample .blend files small (linked duplicates, compression)"
+    script = tmp_path / "read_scene.py"
+    script.write_text(
+        "import bpy, json, sys\n"
+        "import addon.blender as a\n"
+        f"bpy.ops.wm.open_mainfile(filepath={str(path)!r}, load_ui=False)\n"
+        "a.register()\n"
+        "s = bpy.context.scene\n"
+        "roles = {}\n"
+        "for o in s.objects: roles.setdefault(o.prb.role, []).append(o.name)\n"
+        "meshes = {o.data.name for o in s.objects if o.prb.role == 'DYNAMIC'}\n"
+        "print('JSON' + json.dumps(dict(roles={k: len(v) for k, v in roles.items()}, meshes=len(meshes),\n"
+        "      camera=s.camera is not None, fps=s.render.fps, start=s.frame_start, end=s.frame_end,\n"
+        "      statics=roles.get('STATIC', []))))\n"
+        "a.unregister()\n")
+    out = _run([script], timeout=120)
+    info = json.loads(out.split("JSON", 1)[1].splitlines()[0])
+    assert info["camera"] and info["fps"] == FPS and info["start"] == 1
+    assert info["roles"].get("NONE", 0) == 0, "every object has an explicit role"
+    expected = {"dice": 1000, "towers": sum(a * a * h for a, h in tower_layout_sizes()) + 1}
+    if name in expected:
+        assert info["roles"]["DYNAMIC"] == expected[name]
+    if name == "mixed":
+        assert 200 <= info["roles"]["DYNAMIC"] <= 500 and info["meshes"] == 4 and "Bowl" in info["statics"]
+    if name == "ramp":
+        assert {"Ramp", "Stairs"} <= set(info["statics"])
+    assert "Ground" in info["statics"] or name == "mixed"
+    assert info["meshes"] <= 4, "dynamic objects share their meshes (linked duplicates)"
+
+
+def tower_layout_sizes():
+    from sample_scenes.generate import TOWER_SIZES
+
+    return TOWER_SIZES
+
+
+# -- baked outcomes ----------------------------------------------------------------------------------------
+
+
+@needs_triangle_colliders
+def test_dice_topple_tumble_and_come_to_rest(tmp_path):
+    frames = 120
+    data = bake(tmp_path, "dice", frames, [1, frames - 2, frames], count=36, column_height=9)
+    start, before, end = positions(data, 1), positions(data, frames - 2), positions(data, frames)
+    m = data["matrices"]
+    assert end[:, 2].max() < start[:, 2].max() - 3, "the columns fell"
+    assert end[:, 2].min() > 0.3, "nothing sank into the ground"
+    tilted = rotation_angle(m[0], m[-1])
+    assert (tilted > 20).sum() >= len(tilted) // 4, "the overlapping corners made the cubes tumble"
+    spread = np.ptp(end[:, :2], axis=0).max()
+    assert spread > np.ptp(start[:, :2], axis=0).max() + 1, "they spread out into a pile"
+    # at rest: over the last two frames no cube moves more than 2 cm or turns more than 2 degrees
+    assert np.linalg.norm(end - before, axis=1).max() < 0.02
+    assert rotation_angle(m[1], m[2]).max() < 2.0
+
+
+@needs_triangle_colliders
+def test_towers_stand_until_hit(tmp_path):
+    frames = 60
+    hit = FPS  # the projectile arrives after 1 s
+    data = bake(tmp_path, "towers", frames, [1, hit - 3, frames])
+    start, before, end = positions(data, 1), positions(data, hit - 3), positions(data, frames)
+    m = data["matrices"]
+    target = select(data, "Tower2.")
+    proj = select(data, "Projectile")
+    assert proj.sum() == 1 and target.sum() > 0
+    for t in (1, 3, 4):  # the towers not hit stand all the time
+        sel = select(data, f"Tower{t}.")
+        assert sel.sum() > 0
+        assert np.linalg.norm(end[sel] - start[sel], axis=1).max() < 0.1, f"tower {t} moved"
+        assert rotation_angle(m[0][sel], m[-1][sel]).max() < 3.0, f"tower {t} tilted"
+    # the hit one stands until the projectile arrives ...
+    assert np.linalg.norm(before[target] - start[target], axis=1).max() < 0.05
+    # ... which then knocks cubes off it
+    moved = np.linalg.norm(end[target] - start[target], axis=1)
+    assert (moved > 0.5).sum() >= 2, f"the hit tower barely moved: {np.sort(moved)[-5:]}"
+    assert np.linalg.norm(end[proj] - start[proj]) > 5
+
+
+@needs_triangle_colliders
+def test_mixed_shapes_stay_in_the_bowl(tmp_path):
+    frames = 72
+    data = bake(tmp_path, "mixed", frames, [1, frames], count=48)
+    from sample_scenes.generate import build_mixed  # defaults of the bowl
+
+    import inspect
+
+    defaults = inspect.signature(build_mixed).parameters
+    radius, depth = defaults["bowl_radius"].default, defaults["bowl_depth"].default
+    start, end = positions(data, 1), positions(data, frames)
+    kinds = {str(n).split(".")[0] for n in data["names"]}
+    assert kinds == {"Torus", "Sphere", "Suzanne", "Banana"}
+    assert start[:, 2].min() > depth, "poured from above the rim"
+    r = np.hypot(end[:, 0], end[:, 1])
+    assert r.max() < radius, f"a shape left the bowl: r = {r.max():.2f} m"
+    assert end[:, 2].min() > -0.05 and end[:, 2].max() < depth, "all shapes lie inside the bowl"
+
+
+@needs_triangle_colliders
+def test_ramp_separates_sticking_from_sliding_cubes(tmp_path):
+    frames = 48
+    data = bake(tmp_path, "ramp", frames, [1, frames])
+    start, end = positions(data, 1), positions(data, frames)
+    mu = data["friction"]
+    angle = np.radians(30.0)
+    critical = np.tan(angle) ** 2  # contact mu = sqrt(mu_cube * mu_ramp), mu_ramp = 1
+    moved = np.linalg.norm(end - start, axis=1)
+    slippery, rough = mu < critical, mu > critical
+    assert slippery.sum() >= 2 and rough.sum() >= 2
+    assert moved[rough].max() < 0.1, f"rough cubes slid: {moved[rough]}"
+    assert moved[slippery].min() > 2.0, f"slippery cubes stuck: {moved[slippery]}"
+    downhill = end[slippery, 0] - start[slippery, 0]
+    assert (downhill > 2.0).all(), "they went down the slope (+x)"
