@@ -4,7 +4,7 @@
 
 1. starts Xvfb and `blender scene.blend --python gui_startup.py` (sidebar tab opened, bodies selected);
 2. screenshot 01_ready.png;
-3. finds the Simulate & Bake button: hovers candidate rows of the sidebar and presses Ctrl+C, which
+3. finds the Simulate & Bake button: hovers the sidebar top to bottom and presses Ctrl+C, which
    in Blender copies the hovered operator button's Python command to the clipboard; the startup
    script reports the clipboard, so the button is found by what it *does*, not by pixel offsets;
 4. clicks it with xdotool, screenshot 02_during.png while the modal bake runs;
@@ -19,7 +19,6 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 A = None
@@ -89,62 +88,19 @@ def screenshot(name):
     return path
 
 
-def read_rgb(png):
-    """Screenshot as an (H, W, 3) uint8 array (ImageMagick -> binary PPM)."""
-    ppm = subprocess.run(["convert", png, "ppm:-"], check=True, capture_output=True).stdout
-    parts, pos = [], 0
-    while len(parts) < 4:  # magic, width, height, maxval (no comments in ImageMagick's output)
-        while ppm[pos:pos + 1].isspace():
-            pos += 1
-        end = pos
-        while not ppm[end:end + 1].isspace():
-            end += 1
-        parts.append(ppm[pos:end])
-        pos = end
-    w, h = int(parts[1]), int(parts[2])
-    return np.frombuffer(ppm[pos + 1:pos + 1 + w * h * 3], np.uint8).reshape(h, w, 3)
-
-
-def candidate_rows(png, sb):
-    """Centres of horizontal bands in the sidebar that are not plain panel background."""
-    img = read_rgb(png).astype(int)
-    x0, x1 = sb["x"] + 12, sb["x"] + sb["w"] - 40  # leave out the vertical tab strip on the right
-    y0, y1 = sb["y"] + 4, sb["y"] + sb["h"] - 4
-    strip = img[y0:y1, x0:x1]
-    # Buttons are filled boxes: many pixels in a row differ from the region's most common colour.
-    flat = strip.reshape(-1, 3)
-    colors, counts = np.unique(flat, axis=0, return_counts=True)
-    bg = colors[np.argmax(counts)]
-    differs = (np.abs(strip - bg).sum(axis=2) > 24).mean(axis=1) > 0.5
-    bands, start = [], None
-    for i, d in enumerate(list(differs) + [False]):
-        if d and start is None:
-            start = i
-        elif not d and start is not None:
-            if i - start >= 8:
-                bands.append((y0 + (start + i) // 2, i - start))
-            start = None
-    return [y for y, _ in bands]
-
-
 def find_button(target):
     """Screen (x, y) of the operator button whose Python command contains `target`."""
     s = status()
     sb = s["sidebar"]
     x = sb["x"] + (sb["w"] - 30) // 2
     tried = set()
-    png = screenshot("00_locate.png")
-    rows = candidate_rows(png, sb)
-    log(f"sidebar {sb}; candidate rows {rows}")
-    full = list(range(sb["y"] + 10, sb["y"] + sb["h"] - 10, 8))
-    for y in rows + full:
-        if any(abs(y - t) < 5 for t in tried):
-            continue
+    # Top to bottom through the sidebar, 10 px apart (Blender's buttons are ~20 px high at scale 1).
+    for y in range(sb["y"] + 8, sb["y"] + sb["h"] - 8, 10):
         tried.add(y)
         xdo("mousemove", x, y)
         time.sleep(A.hover_s)
-        xdo("key", "--clearmodifiers", "ctrl+c")
-        t_end = time.time() + 1.0
+        xdo("key", "ctrl+c")
+        t_end = time.time() + 0.6
         while time.time() < t_end:
             clip = status().get("clipboard") or ""
             if target in clip:
@@ -166,6 +122,7 @@ def main():
     p.add_argument("--size", default="1600x900")
     p.add_argument("--hover-s", type=float, default=0.35)
     p.add_argument("--bake-timeout", type=float, default=600)
+    p.add_argument("--during-s", type=float, default=2.0, help="seconds after the start for 02_during.png")
     p.add_argument("--blender", default="blender")
     A = p.parse_args()
     os.makedirs(A.out, exist_ok=True)
@@ -239,23 +196,38 @@ def run(result):
     def running(s):
         return op_name in (s.get("modal_operators") or [])
 
+    def reports():
+        try:
+            return (command("reports").get("reports") or "").strip()
+        except Fail as e:
+            return f"(could not collect the reports: {e})"
+
     # "during": the modal operator runs (or keys appear) -- whichever we see first.
     try:
-        s = wait_for(lambda s: running(s) or s.get("bake"), 30, "the bake to start")
-        result["saw_running"] = running(s)
-        time.sleep(1.0)
-        screenshot("02_during.png")
+        s = wait_for(lambda s: running(s) or s.get("bake") or time.time() > t_click + 8, 30,
+                     "the bake to start")
+        if not (running(s) or s.get("bake")):
+            raise Fail("not running")
     except Fail:
         screenshot("02_during.png")
-        raise
+        raise Fail(f"the bake did not start (no modal operator, no keys) after the click; Blender's reports: {reports()!r}")
+    result["saw_running"] = running(s)
+    time.sleep(A.during_s)
+    screenshot("02_during.png")
 
     def finished(s):
-        bake = s.get("bake") or {}
-        if any(n not in bake for n in expect) or not bake:
-            return False
-        return s.get("modal_operators") is None or not running(s)
+        if running(s) or s.get("modal_operators") is None:
+            bake = s.get("bake") or {}
+            return s.get("modal_operators") is None and bake and all(n in bake for n in expect)
+        return True  # the modal operator has ended: done, cancelled or failed (checked below)
 
     s = wait_for(finished, A.bake_timeout, "the bake to finish")
+    bake = s.get("bake") or {}
+    missing = [n for n in expect if n not in bake]
+    if not bake or missing:
+        screenshot("03_after.png")
+        raise Fail(f"the bake ended without keys for {missing or 'any object'}; "
+                   f"Blender's reports: {reports()!r}")
     # like a user, move the mouse back to the viewport: an event, so every region redraws
     xdo("mousemove", v["x"] + v["w"] // 3, v["y"] + v["h"] // 2)
     time.sleep(0.7)
@@ -263,8 +235,8 @@ def run(result):
     result["bake"] = status().get("bake")
     log(f"bake finished after {result['bake_seconds']}s: {sorted(result['bake'])}")
     screenshot("03_after.png")
-    s = command("reports")
-    result["reports"] = s.get("reports")
+    result["reports"] = reports()
+    log(f"reports: {result['reports']!r}")
     command("frame", frame="end")
     time.sleep(2.0)
     screenshot("04_end.png")

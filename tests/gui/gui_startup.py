@@ -125,6 +125,23 @@ def frame_view(space):
     r3d.view_distance = max((hi - lo).length * 0.9, 2.0)
 
 
+_hooked = set()
+
+
+def hook_tab_panels():
+    """Count the draws of the tab's top-level panels (an appended draw function that draws
+    nothing): the proof that the tab is really the one shown."""
+    for cls in bpy.types.Panel.__subclasses__():
+        if (getattr(cls, "bl_category", None) == TAB and getattr(cls, "bl_region_type", None) == "UI"
+                and not getattr(cls, "bl_parent_id", "") and cls not in _hooked):
+            def observe(self, context):  # Panel.append: Blender's own way to extend a panel's draw
+                state["tab_draws"] = state.get("tab_draws", 0) + 1
+
+            cls.append(observe)
+            _hooked.add(cls)
+            log(f"observing {cls.__name__}.draw")
+
+
 def do_commands(window):
     if not os.path.exists(CMD):
         return
@@ -169,15 +186,17 @@ def tick():
             frame_view(space)
             state["phase"] = "opening_tab"
         elif state["phase"] == "opening_tab":
+            # Setting the category is not enough by itself (a file's saved tab can win on the next
+            # draw), so it is set until the tab's own panel has really been drawn, twice.
+            hook_tab_panels()
             try:
                 ui.active_panel_category = TAB
             except TypeError as e:  # categories are known only after the sidebar was drawn once
                 state["tab_error"] = str(e)
-                ui.tag_redraw()
-                return 0.5
-            if ui.active_panel_category == TAB:
+            ui.tag_redraw()
+            if state.get("tab_draws", 0) >= 2 and ui.active_panel_category == TAB:
                 state["phase"] = "ready"
-                log("sidebar tab open")
+                log("sidebar tab open and drawn")
         state["window"] = {"w": window.width, "h": window.height}
         state["view3d"] = rect(window, area)
         state["sidebar"] = rect(window, ui) if ui else None
