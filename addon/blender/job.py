@@ -357,11 +357,14 @@ class BakeJob:
 
     # ---------------------------------------------------------------------------------------------
     def _restore_live(self) -> None:
+        if not self._saved_transforms:
+            return
         for name, values in self._saved_transforms.items():
             obj = bpy.data.objects.get(name)
             if obj is not None:
                 _set_transform_values(obj, values)
         self._saved_transforms = {}
+        self.context.view_layer.update()  # matrix_world follows the restored values now, not at the next redraw
 
     def _cleanup(self) -> None:
         self._restore_live()

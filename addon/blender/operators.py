@@ -133,7 +133,7 @@ class PRB_OT_simulate_bake(bpy.types.Operator):
             self._end(context)
             self.report({"WARNING"}, "Simulate & Bake cancelled: nothing was baked")
             return {"CANCELLED"}
-        if event.type != "TIMER" or event.timer is not self._timer:
+        if event.type != "TIMER":
             return {"PASS_THROUGH"}
         try:
             done = job.step(STEP_BUDGET)

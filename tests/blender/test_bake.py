@@ -258,3 +258,64 @@ def test_euler_conversion_matches_mathutils():
 
             diff = Euler(e, order).to_quaternion().rotation_difference(Quaternion(qq)).angle
             assert min(diff, 2 * math.pi - diff) < 1e-5  # q and -q are the same rotation
+
+
+class _Event:
+    def __init__(self, type_, value="NOTHING"):
+        self.type, self.value = type_, value
+
+
+def _modal_driver():
+    """The operator's modal() and helpers on a plain object (no window in background mode)."""
+    from addon.blender.operators import PRB_OT_simulate_bake as Op
+
+    class Driver:
+        modal = Op.modal
+        _status = Op._status
+        _end = Op._end
+        _finish_report = Op._finish_report
+        _timer = None
+
+        def __init__(self, job):
+            self._job = job
+            self.reports = []
+
+        def report(self, kind, message):
+            self.reports.append((kind, message))
+
+    return Driver
+
+
+def _live_job():
+    dynamic, static = pick_objects(bpy.context)
+    job = BakeJob(bpy.context, dynamic, static, BakeOptions.from_scene(bpy.context.scene), live=True)
+    job.start()
+    return job
+
+
+def test_modal_steps_move_objects_then_bake_or_cancel_on_esc(registered):
+    build_scene()
+    before = scene_snapshot()
+    driver = _modal_driver()(_live_job())
+    assert driver.modal(bpy.context, _Event("MOUSEMOVE")) == {"PASS_THROUGH"}
+    assert driver.modal(bpy.context, _Event("TIMER")) == {"RUNNING_MODAL"}
+    assert tuple(bpy.data.objects["Euler"].location) != before["objects"]["Euler"]["location"]  # live view
+    assert driver.modal(bpy.context, _Event("ESC", "PRESS")) == {"CANCELLED"}
+    assert "cancelled" in driver.reports[-1][1]
+    assert scene_snapshot() == before
+
+    driver = _modal_driver()(_live_job())
+    result = None
+    for _ in range(1000):
+        result = driver.modal(bpy.context, _Event("TIMER"))
+        if result != {"RUNNING_MODAL"}:
+            break
+    assert result == {"FINISHED"}, driver.reports
+    assert "Baked 5 bodies" in driver.reports[-1][1]
+    for name in ("Euler", "Quat", "AxisAngle", "ZYX", "Child"):
+        assert bpy.data.objects[name].animation_data.action.name == f"PRB_Bake_{name}"
+    # transforms the live view changed were put back before the keys were written
+    for name in ("Euler", "Quat"):
+        obj = before["objects"][name]
+        assert bpy.data.objects[name].get("_prb_rest") is not None
+        assert tuple(bpy.data.objects[name]["_prb_rest"])[:3] == pytest.approx(obj["location"])
