@@ -319,3 +319,26 @@ def test_modal_steps_move_objects_then_bake_or_cancel_on_esc(registered):
         obj = before["objects"][name]
         assert bpy.data.objects[name].get("_prb_rest") is not None
         assert tuple(bpy.data.objects[name]["_prb_rest"])[:3] == pytest.approx(obj["location"])
+
+
+def test_child_of_an_animated_parent_follows_the_engine_in_world_space(registered):
+    fresh_scene(1, 8)
+    bpy.ops.object.empty_add(location=(0.0, 0.0, 0.0))
+    parent = bpy.context.object
+    parent.name = "MovingParent"
+    parent.keyframe_insert("location", frame=1)
+    parent.keyframe_insert("rotation_euler", frame=1)
+    parent.location = (2.0, 0.0, 1.0)
+    parent.rotation_euler = (0.0, 0.0, 1.5)
+    parent.keyframe_insert("location", frame=8)
+    parent.keyframe_insert("rotation_euler", frame=8)
+    parent.prb.role = "IGNORED"
+    bpy.context.scene.frame_set(1)
+    child = add_cube("Kid", (0.5, 0.0, 2.0))
+    child.parent = parent
+    bpy.context.view_layer.update()
+    bpy.ops.object.select_all(action="DESELECT")
+    job, _ = run_job()
+    assert [o.name for o in job.objects] == ["Kid"]
+    assert_keys_match_engine(job, [0, 3, 7])  # world matrices match although the parent moves
+    assert parent.animation_data.action.name != "PRB_Bake_MovingParent"
