@@ -122,7 +122,8 @@ def main():
     p.add_argument("--size", default="1600x900")
     p.add_argument("--hover-s", type=float, default=0.35)
     p.add_argument("--bake-timeout", type=float, default=600)
-    p.add_argument("--during-s", type=float, default=2.0, help="seconds after the start for 02_during.png")
+    p.add_argument("--during-s", type=float, default=0.5, help="extra seconds before 02_during.png")
+    p.add_argument("--during-move", type=float, default=0.3, help="metres moved before 02_during.png")
     p.add_argument("--blender", default="blender")
     A = p.parse_args()
     os.makedirs(A.out, exist_ok=True)
@@ -212,6 +213,12 @@ def run(result):
         screenshot("02_during.png")
         raise Fail(f"the bake did not start (no modal operator, no keys) after the click; Blender's reports: {reports()!r}")
     result["saw_running"] = running(s)
+    # "during": once the bodies visibly move in the viewport (live preview), or after 20 s
+    try:
+        wait_for(lambda s: (s.get("moved") or 0) > A.during_move or not running(s), 20, "motion")
+    except Fail as e:
+        if "timed out" not in str(e):
+            raise
     time.sleep(A.during_s)
     screenshot("02_during.png")
 

@@ -126,6 +126,7 @@ def frame_view(space):
 
 
 _hooked = set()
+_initial = {}
 
 
 def hook_tab_panels():
@@ -195,6 +196,8 @@ def tick():
                 state["tab_error"] = str(e)
             ui.tag_redraw()
             if state.get("tab_draws", 0) >= 2 and ui.active_panel_category == TAB:
+                _initial.update({o.name: o.matrix_world.translation.copy()
+                                 for o in bpy.context.selected_objects[:64]})
                 state["phase"] = "ready"
                 log("sidebar tab open and drawn")
         state["window"] = {"w": window.width, "h": window.height}
@@ -206,6 +209,10 @@ def tick():
         state["frame"] = bpy.context.scene.frame_current
         state["selected"] = [o.name for o in bpy.context.selected_objects]
         state["bake"] = bake_summary()
+        # how far the bodies have moved in the viewport (the add-on's live preview while baking)
+        obs = bpy.context.scene.objects
+        state["moved"] = max(((obs[n].matrix_world.translation - p).length
+                              for n, p in _initial.items() if n in obs), default=0.0)
         state["time"] = time.time()
         do_commands(window)
     except Exception:
