@@ -4,7 +4,7 @@
       --dynamic A,B,... [--static G,...] [--min-drop 0.2] [--ground-z 0]
 
 For every dynamic object: an action PRB_Bake_<name> with location and rotation F-curves, a key on
-every frame of the scene's range, finite values, the first key at the object's original place,
+every frame of the scene's range (or --frames START END), finite values, the first key at the object's original place,
 the keys actually driving the object (matrix_world at the last frame), never below the ground.
 At least one body must have fallen by --min-drop. Static objects must have no PRB action.
 """
@@ -25,6 +25,7 @@ p.add_argument("--min-drop", type=float, default=0.2)
 p.add_argument("--ground-z", type=float, default=None)
 p.add_argument("--tolerance", type=float, default=0.15)
 p.add_argument("--json", default=None)
+p.add_argument("--frames", nargs=2, type=int, default=None, help="baked range (default: the scene's)")
 a = p.parse_args(argv)
 errors = []
 
@@ -41,7 +42,7 @@ bpy.ops.wm.open_mainfile(filepath=a.original)
 original = {ob.name: tuple(ob.matrix_world.translation) for ob in bpy.data.objects}
 bpy.ops.wm.open_mainfile(filepath=a.baked)
 scene = bpy.context.scene
-start, end = scene.frame_start, scene.frame_end
+start, end = a.frames if a.frames else (scene.frame_start, scene.frame_end)
 dynamic = [n for n in a.dynamic.split(",") if n] or sorted(
     ob.name for ob in bpy.data.objects
     if ob.animation_data and ob.animation_data.action

@@ -166,7 +166,7 @@ in_chroot blender --background "$CLI_SCENE" --python-exit-code 1 --python "$RUN/
 tail -5 "$ART/cli.log"
 [ -f "$W/out/cli_baked.blend" ] || fail "CLI wrote no output file"
 in_chroot blender --background --python "$RUN/repo/tests/gui/check_bake.py" -- \
-    --original "$CLI_SCENE" --baked "$RUN/out/cli_baked.blend" "${CLI_CHECK_ARGS[@]}" --json "$RUN/out/check_cli.json" \
+    --original "$CLI_SCENE" --baked "$RUN/out/cli_baked.blend" --frames "$F0" "$F1" "${CLI_CHECK_ARGS[@]}" --json "$RUN/out/check_cli.json" \
     > "$ART/check_cli.log" 2>&1 || { cat "$ART/check_cli.log"; fail "keys from the CLI bake"; }
 grep '^CHECK_BAKE' "$ART/check_cli.log" | cut -c1-600
 lap cli "$t"
