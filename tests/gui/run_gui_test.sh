@@ -15,7 +15,10 @@
 #   PRB_CLI_ARGS="..."           more arguments for addon/cli.py (e.g. --objects A,B)
 #   PRB_SCREENSHOTS=1            also write cropped screenshots to docs/screenshots/
 #   PRB_KEEP_MOUNTS=1            leave proc/dev/sys mounted in the chroot afterwards
-#   PRB_GUI_POCL_WORKAROUND=1    DIAGNOSTIC ONLY, not a proof (the run then exits 3, never 0):
+#   PRB_GUI_OPENCL=bundled       (default) the extension's own wheels must find an OpenCL device
+#   PRB_GUI_OPENCL=debian-pocl   a copy of the chroot ($PRB_CHROOT-pocl) with Debian's pocl-opencl-icd
+#                                installed, as the add-on's "No OpenCL platform" message tells users to do
+#   PRB_GUI_OPENCL=workaround or PRB_GUI_POCL_WORKAROUND=1: DIAGNOSTIC ONLY, not a proof (the run then exits 3, never 0):
 #                                1. point OCL_ICD_VENDORS at the bundled libpocl: Debian's Blender links the
 #                                   system libOpenCL.so.1 (ocl-icd), which then serves pyopencl's calls and
 #                                   never sees the wheel's pyopencl/.libs/pocl.icd;
@@ -26,13 +29,20 @@
 set -euo pipefail
 REPO="$(cd "$(dirname "$0")/../.." && pwd)"
 CHROOT="${PRB_CHROOT:-/opt/prb-trixie}"
-if [ "${PRB_GUI_POCL_WORKAROUND:-0}" = 1 ]; then
-    # A separate chroot with a C toolchain (PoCL's kernel compiler links with ld, -lgcc, -lc), so the
-    # default chroot stays a plain Blender install.
-    export PRB_CHROOT_BASE="$CHROOT" PRB_CHROOT_EXTRA_PKGS="binutils gcc libc6-dev"
-    CHROOT="${PRB_CHROOT_TOOLCHAIN:-$CHROOT-toolchain}"
-    export PRB_CHROOT="$CHROOT"
-fi
+OPENCL="${PRB_GUI_OPENCL:-bundled}"
+[ "${PRB_GUI_POCL_WORKAROUND:-0}" = 1 ] && OPENCL=workaround
+case "$OPENCL" in
+    bundled) ;;  # the extension's own wheels only (pyopencl + pocl-binary-distribution)
+    debian-pocl)  # what the add-on's error message tells a Linux user: install the distribution's PoCL
+        export PRB_CHROOT_BASE="$CHROOT" PRB_CHROOT_EXTRA_PKGS="pocl-opencl-icd"
+        CHROOT="${PRB_CHROOT_POCL:-$CHROOT-pocl}"; export PRB_CHROOT="$CHROOT" ;;
+    workaround)
+        # A separate chroot with a C toolchain (PoCL's kernel compiler links with ld, -lgcc, -lc), so the
+        # default chroot stays a plain Blender install.
+        export PRB_CHROOT_BASE="$CHROOT" PRB_CHROOT_EXTRA_PKGS="binutils gcc libc6-dev"
+        CHROOT="${PRB_CHROOT_TOOLCHAIN:-$CHROOT-toolchain}"; export PRB_CHROOT="$CHROOT" ;;
+    *) echo "PRB_GUI_OPENCL must be bundled, debian-pocl or workaround" >&2; exit 2 ;;
+esac
 ART="$REPO/out/gui"
 RUN=/tmp/prb-gui-run                 # inside the chroot
 W="$CHROOT$RUN"                      # the same on the host
@@ -94,7 +104,7 @@ in_chroot blender --command extension install-file -r user_default -e "$RUN/exte
 in_chroot blender --background --python-exit-code 1 --python "$RUN/repo/tests/gui/probe_extension.py" -- "$RUN/out/probe.json" \
     > "$ART/probe.log" 2>&1 || { cat "$ART/probe.log"; fail "the installed extension does not load/register in Blender"; }
 grep '^PROBE' "$ART/probe.log" || true
-if [ "${PRB_GUI_POCL_WORKAROUND:-0}" = 1 ]; then
+if [ "$OPENCL" = workaround ]; then
     POCL="$(cd "$CHROOT" && ls "${RUN#/}"/user/extensions/.local/lib/python3.*/site-packages/pyopencl/.libs/libpocl*.so | head -1)"
     [ -n "$POCL" ] || fail "no bundled libpocl to point OCL_ICD_VENDORS at"
     EXTRA_ENV=(OCL_ICD_VENDORS="/$POCL")
