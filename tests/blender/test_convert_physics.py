@@ -69,11 +69,14 @@ def test_body_dropped_into_a_bowl_comes_to_rest_inside(scene):
     # it never left the bowl: always inside the sphere, and never below it
     assert np.all(np.linalg.norm(path - centre, axis=1) < 1.2)
     final = path[-1]
-    # at rest near the bottom: the centre of mass about half a cube above the lowest point
+    # at rest in the lower part of the bowl (friction 0.5 holds a cube on slopes up to ~27 degrees,
+    # i.e. within ~0.5 m of the axis here), about half a cube above the surface
     speed = np.linalg.norm(path[-1] - path[-4]) / (3 / FPS)
     assert speed < 0.05, speed
-    assert np.hypot(final[0], final[1]) < 0.45
-    assert 0.1 < final[2] < 0.5
+    assert np.hypot(final[0], final[1]) < 0.55, final
+    assert 0.1 < final[2] < 0.45, final
+    surface_gap = 1.2 - np.linalg.norm(final - centre)
+    assert 0.1 < surface_gap < 0.3, surface_gap  # resting on it, not sunk in or floating
 
 
 def ramp_run(scene, angle_degrees, seconds):
