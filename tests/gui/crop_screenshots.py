@@ -28,7 +28,7 @@ for name, out, (w, h, x, y), width in shots:
     cmd = ["convert", path, "-crop", f"{w}x{h}+{x}+{y}", "+repage"]
     if width and w > width:
         cmd += ["-resize", f"{width}x"]
-    cmd += ["-colors", "192", "-strip", "PNG8:" + os.path.join(dst, out)]
+    cmd += ["+dither", "-colors", "256", "-strip", "PNG8:" + os.path.join(dst, out)]
     subprocess.run(cmd, check=True)
     size = os.path.getsize(os.path.join(dst, out))
     print(f"{out}: {size // 1024} KB")
