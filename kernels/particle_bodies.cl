@@ -2,7 +2,7 @@
 // with friction, restitution-derived damping, an unbounded hashed grid and deterministic order.
 // The NumPy specification of every kernel is addon/core/reference.py; keep them in step.
 //
-// Host-provided defines: FRICTION_SLOTS, MATERIAL_COUNT. The grid's shape (bits per axis) is a
+// Host-provided defines: FRICTION_SLOTS, MATERIAL_COUNT, ROLLING_REGULARIZATION. The grid's shape (bits per axis) is a
 // kernel argument so the host can re-fit it to the scene without rebuilding the program.
 // Vectors are stored as float4 (w unused) for alignment; quaternions as float4 (x, y, z, w) with
 // w in .w, i.e. OpenCL's natural layout, converted on the host from Blender's (w, x, y, z).
@@ -140,6 +140,15 @@ __kernel void sort_buckets(
 // ---------------------------------------------------------------------------------------------
 // 5. contact forces (seed step 2, eq. 5.15-5.20, plus Coulomb friction)
 
+// The mass one contact of a body moves, for damping: what one contact of a flat face carries
+// (Model.body_effective_mass). 0 means infinite (static). Using more (a corner's share, say) would
+// make a face landing, where all of a face's contacts start in one substep, overdamp past the
+// explicit stability limit and gain energy.
+inline float contact_mass(int body, __global const float *body_contact_mass)
+{
+    return (body == STATIC_BODY) ? 0.0f : body_contact_mass[body];
+}
+
 typedef struct {
     float stiffness;
     float tangential_stiffness;
@@ -154,6 +163,7 @@ inline void add_contact(
     float3 vel_i, float3 omega_i, float3 vel_j, float3 omega_j,
     float mass_i, float mass_j, int mat_i, int mat_j,
     __global const float *pair_damping_ratio, __global const float *pair_friction,
+    __global const float *pair_rolling,
     const int *old_key, const float3 *old_xi,
     __global int *new_key, __global float4 *new_xi, int *slots_used,
     float3 *force, float3 *torque)
@@ -192,6 +202,14 @@ inline void add_contact(
     }
     *force += -fn * n + f_t;
     *torque += cross(arm, f_t);
+    // rolling resistance: a couple against the relative rolling, pure torque (momentum conserved)
+    float3 w_rel = omega_i - omega_j;
+    float3 w_roll = w_rel - dot(w_rel, n) * n;
+    float w_roll_norm = length(w_roll);
+    if (w_roll_norm > 0.0f) {
+        float rolling = pair_rolling[mat_i * MATERIAL_COUNT + mat_j] * cc.radius * fn;
+        *torque -= rolling * w_roll / fmax(w_roll_norm, ROLLING_REGULARIZATION);
+    }
 }
 
 __kernel void contact_forces(
@@ -206,13 +224,14 @@ __kernel void contact_forces(
     __global const float4 *particle_velocity,
     __global const int *particle_body,
     __global const int *particle_material,
-    __global const float *particle_contact_mass,   // 0 for static particles (infinite mass)
+    __global const float *body_contact_mass,
     __global const float4 *body_angular_velocity,
     __global const float4 *plane_point,
     __global const float4 *plane_normal,
     __global const int *plane_material,
     __global const float *pair_damping_ratio,
     __global const float *pair_friction,
+    __global const float *pair_rolling,
     __global const int *history_key_in,
     __global const float4 *history_xi_in,
     __global int *history_key_out,
@@ -230,7 +249,7 @@ __kernel void contact_forces(
     float3 p_i = particle_position[i].xyz;
     float3 v_i = particle_velocity[i].xyz;
     float3 w_i = body_angular_velocity[body_i].xyz;
-    float mass_i = particle_contact_mass[i];
+    float mass_i = contact_mass(body_i, body_contact_mass);
     int mat_i = particle_material[i];
     float diameter = 2.0f * cc.radius;
     float diameter2 = diameter * diameter;
@@ -266,8 +285,8 @@ __kernel void contact_forces(
             float3 n = delta / dist;
             float3 w_j = (body_j == STATIC_BODY) ? (float3)(0.0f) : body_angular_velocity[body_j].xyz;
             add_contact(cc, j, n, diameter - dist, v_i, w_i, particle_velocity[j].xyz, w_j,
-                        mass_i, particle_contact_mass[j], mat_i, particle_material[j],
-                        pair_damping_ratio, pair_friction, old_key, old_xi,
+                        mass_i, contact_mass(body_j, body_contact_mass), mat_i, particle_material[j],
+                        pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi,
                         new_key, new_xi, &slots_used, &force, &torque);
         }
     }
@@ -277,7 +296,7 @@ __kernel void contact_forces(
         if (height < cc.radius) {
             add_contact(cc, -2 - g, -normal, cc.radius - height, v_i, w_i, (float3)(0.0f), (float3)(0.0f),
                         mass_i, 0.0f, mat_i, plane_material[g],
-                        pair_damping_ratio, pair_friction, old_key, old_xi,
+                        pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi,
                         new_key, new_xi, &slots_used, &force, &torque);
         }
     }

@@ -29,17 +29,23 @@ class Material:
 
     friction: Coulomb coefficient mu. A contact uses sqrt(mu_a * mu_b).
     restitution: coefficient of restitution e in [0, 1]. A contact uses (e_a + e_b) / 2.
+    rolling_friction: rolling resistance coefficient (dimensionless, torque = coefficient * radius *
+        normal force against the relative rolling). Bodies made of spheres have rounded edges and
+        roll too easily; this is the usual DEM remedy. A contact uses sqrt(a * b).
     linear_damping / angular_damping: fraction of velocity lost per second (Blender's meaning).
     """
 
     friction: float = 0.5
     restitution: float = 0.0
+    rolling_friction: float = 0.1
     linear_damping: float = 0.0
     angular_damping: float = 0.0
 
     def __post_init__(self):
         if not (self.friction >= 0.0 and np.isfinite(self.friction)):
             raise ValueError(f"friction must be >= 0, got {self.friction}")
+        if not (self.rolling_friction >= 0.0 and np.isfinite(self.rolling_friction)):
+            raise ValueError(f"rolling friction must be >= 0, got {self.rolling_friction}")
         if not (0.0 <= self.restitution <= 1.0):
             raise ValueError(f"restitution must be in [0, 1], got {self.restitution}")
         for name in ("linear_damping", "angular_damping"):
@@ -95,11 +101,12 @@ class Model:
         return int(self.plane_point.shape[0])
 
     def material_table(self) -> np.ndarray:
-        """(M, 4) float array: friction, restitution, linear damping, angular damping."""
+        """(M, 5) float array: friction, restitution, linear damping, angular damping, rolling friction."""
         return np.array(
-            [[m.friction, m.restitution, m.linear_damping, m.angular_damping] for m in self.materials],
+            [[m.friction, m.restitution, m.linear_damping, m.angular_damping, m.rolling_friction]
+             for m in self.materials],
             dtype=np.float64,
-        ).reshape(-1, 4)
+        ).reshape(-1, 5)
 
 
 def quaternion_to_matrix(q) -> np.ndarray:

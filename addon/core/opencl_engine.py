@@ -13,7 +13,7 @@ import numpy as np
 
 from .device import create_context
 from .model import STATIC_BODY, Model, quaternion_to_matrix
-from .settings import FRICTION_SLOTS, SimulationSettings, derive_contact_parameters
+from .settings import FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings, derive_contact_parameters
 from .state import BodyState, StateMixin
 
 KERNEL_FILE = Path(__file__).resolve().parents[2] / "kernels" / "particle_bodies.cl"
@@ -23,7 +23,7 @@ MAX_TOTAL_BITS = 28
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
 # estimate users see before simulating.
 BYTES_PER_PARTICLE = 16 * 5 + 4 * 5 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 4 * 2
-BYTES_PER_BODY = 16 * 6 + 4 * 4 + 9 * 4 + 8
+BYTES_PER_BODY = 16 * 6 + 4 * 5 + 9 * 4 + 8
 
 
 def estimate_device_memory(particle_count: int, body_count: int) -> int:
@@ -77,7 +77,7 @@ class OpenCLEngine(StateMixin):
         self.substeps_done = 0
         material_count = len(model.materials)
         options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DMATERIAL_COUNT={material_count}",
-                   "-cl-denorms-are-zero"]
+                   f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f", "-cl-denorms-are-zero"]
         self.program = cl.Program(self.context, KERNEL_FILE.read_text()).build(options=options)
         self.k_kinematics = self.program.particle_kinematics
         self.k_scatter = self.program.scatter_to_buckets
@@ -112,8 +112,6 @@ class OpenCLEngine(StateMixin):
         particle_material = np.zeros(P, dtype=np.int32)
         particle_material[dynamic] = m.body_material[m.particle_body[dynamic]]
         particle_material[~dynamic] = m.static_particle_material
-        contact_mass = np.zeros(P, dtype=np.float32)
-        contact_mass[dynamic] = m.body_effective_mass[m.particle_body[dynamic]]
         # gravity's half kick: momenta live at half substeps (leapfrog), so free fall is exact
         momentum = m.body_velocity * m.body_mass[:, None] - 0.5 * m.body_mass[:, None] * pr.gravity * pr.substep
         rot = quaternion_to_matrix(m.body_orientation).reshape(-1, 3, 3)
@@ -124,7 +122,6 @@ class OpenCLEngine(StateMixin):
         self.b_offset = self._buffer(_vec4(m.particle_offset))
         self.b_particle_body = self._buffer(m.particle_body.astype(np.int32))
         self.b_particle_material = self._buffer(particle_material)
-        self.b_contact_mass = self._buffer(contact_mass)
         self.b_pos = self._buffer(nbytes=16 * P)
         self.b_vel = self._buffer(nbytes=16 * P)
         self.b_force = self._buffer(np.zeros((P, 4), np.float32))
@@ -146,6 +143,7 @@ class OpenCLEngine(StateMixin):
         self.b_body_first = self._buffer(m.body_first_particle.astype(np.int32))
         self.b_body_count = self._buffer(m.body_particle_count.astype(np.int32))
         self.b_body_mass = self._buffer(m.body_mass.astype(np.float32))
+        self.b_body_contact_mass = self._buffer(m.body_effective_mass.astype(np.float32))
         self.b_body_inv_inertia = self._buffer(m.body_inv_inertia_local.reshape(-1).astype(np.float32))
         self.b_body_damping = self._buffer(np.ascontiguousarray(damping, dtype=np.float32))
 
@@ -154,6 +152,7 @@ class OpenCLEngine(StateMixin):
         self.b_plane_material = self._buffer(m.plane_material.astype(np.int32))
         self.b_pair_zeta = self._buffer(pr.damping_ratio.astype(np.float32).ravel())
         self.b_pair_mu = self._buffer(pr.friction.astype(np.float32).ravel())
+        self.b_pair_rolling = self._buffer(pr.rolling_friction.astype(np.float32).ravel())
 
         # grid: bucket_count has one extra zero at the end so its scan ends with the particle count
         self.cell = 2.0 * m.particle_radius
@@ -207,9 +206,9 @@ class OpenCLEngine(StateMixin):
         self.k_contacts(
             q, (_round_up(P),), (64,), np.int32(P), np.int32(self.model.plane_count), inv_cell, bits, constants,
             self.b_sorted, self.a_bucket_start.data, self.b_pos, self.b_vel, self.b_particle_body,
-            self.b_particle_material, self.b_contact_mass, self.b_body_w,
+            self.b_particle_material, self.b_body_contact_mass, self.b_body_w,
             self.b_plane_point, self.b_plane_normal, self.b_plane_material, self.b_pair_zeta, self.b_pair_mu,
-            self.b_hist_key[h_in], self.b_hist_xi[h_in], self.b_hist_key[h_out], self.b_hist_xi[h_out],
+            self.b_pair_rolling, self.b_hist_key[h_in], self.b_hist_xi[h_in], self.b_hist_key[h_out], self.b_hist_xi[h_out],
             self.b_force, self.b_torque)
         self.history_in = h_out
         gravity = np.array([*pr.gravity, 0.0], dtype=np.float32)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .model import STATIC_BODY, Model, quaternion_to_matrix
-from .settings import FRICTION_SLOTS, SimulationSettings, derive_contact_parameters
+from .settings import FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings, derive_contact_parameters
 from .state import BodyState, StateMixin
 
 EMPTY_SLOT = -1
@@ -69,6 +69,10 @@ class ReferenceEngine(StateMixin):
         self.history_key = np.full((m.particle_count, FRICTION_SLOTS), EMPTY_SLOT, dtype=np.int64)
         self.history_xi = np.zeros((m.particle_count, FRICTION_SLOTS, 3))
         self.dynamic = m.particle_body != STATIC_BODY
+
+    def _contact_mass(self, body):
+        """Mass one contact of ``body`` moves, for damping (None: static, infinite)."""
+        return None if body == STATIC_BODY else self.model.body_effective_mass[body]
 
     # -- body kinematics -------------------------------------------------------------------
     def _rotation(self, b):
@@ -130,7 +134,7 @@ class ReferenceEngine(StateMixin):
         r = m.particle_radius
         b = m.particle_body[i]
         mat_i = m.body_material[b]
-        mass_i = m.body_effective_mass[b]
+        mass_i = self._contact_mass(b)
         m_eff = mass_i if mass_j is None else mass_i * mass_j / (mass_i + mass_j)
         zeta = pr.damping_ratio[mat_i, mat_j]
         damping = 2 * zeta * np.sqrt(m_eff * pr.stiffness)
@@ -160,8 +164,14 @@ class ReferenceEngine(StateMixin):
             slots_out[0][count] = key
             slots_out[1][count] = xi
             slots_out[2] = count + 1
-        force = -fn * n + f_t
-        return force, np.cross(arm, f_t)
+        torque = np.cross(arm, f_t)
+        w_rel = omega_i - omega_j
+        w_roll = w_rel - (w_rel @ n) * n
+        w_roll_norm = np.linalg.norm(w_roll)
+        if w_roll_norm > 0:
+            rolling = pr.rolling_friction[mat_i, mat_j] * r * fn
+            torque = torque - rolling * w_roll / max(w_roll_norm, ROLLING_REGULARIZATION)
+        return -fn * n + f_t, torque
 
     def _step(self):
         m = self.model
@@ -193,7 +203,7 @@ class ReferenceEngine(StateMixin):
                 if bj == STATIC_BODY:
                     omega_j, mass_j = zero, None
                 else:
-                    omega_j, mass_j = state.angular_velocity[bj], m.body_effective_mass[bj]
+                    omega_j, mass_j = state.angular_velocity[bj], self._contact_mass(bj)
                 f, t = self._contact(i, j, n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
                                      self._particle_material(j), mass_j, slots_in, slots_out)
                 force[i] += f

@@ -25,6 +25,9 @@ SUBSTEPS_PER_CONTACT_PERIOD = 30.0
 # Tangential (friction) spring stiffness relative to the normal one (Cundall-Strack style; 2/7
 # is the elastic-sphere value).
 TANGENTIAL_STIFFNESS_RATIO = 2.0 / 7.0
+# Below this relative rolling speed (rad/s) rolling resistance fades out linearly, so a body at
+# rest feels no torque flipping sign from substep to substep.
+ROLLING_REGULARIZATION = 0.05
 # Largest number of friction contacts one particle remembers between substeps.
 FRICTION_SLOTS = 8
 
@@ -63,9 +66,10 @@ class ContactParameters:
     substep: float
     gravity: np.ndarray
     terminal_speed: float
-    materials: np.ndarray = field(repr=False)  # (M, 4) friction, restitution, lin damping, ang damping
+    materials: np.ndarray = field(repr=False)  # (M, 5) friction, restitution, lin/ang damping, rolling friction
     damping_ratio: np.ndarray = field(repr=False)  # (M, M) zeta for each material pair
     friction: np.ndarray = field(repr=False)  # (M, M) mu for each material pair
+    rolling_friction: np.ndarray = field(repr=False)  # (M, M) rolling resistance for each pair
 
 
 MAX_DAMPING_RATIO = 2.0  # beyond this the dashpot itself limits the explicit substep
@@ -153,4 +157,5 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         materials=materials,
         damping_ratio=damping_ratio_for_restitution(e_pair),
         friction=mu,
+        rolling_friction=np.sqrt(np.outer(materials[:, 4], materials[:, 4])),
     )
