@@ -2,7 +2,7 @@
 // with friction, restitution-derived damping, an unbounded hashed grid and deterministic order.
 // The NumPy specification of every kernel is addon/core/reference.py; keep them in step.
 //
-// Host-provided defines: FRICTION_SLOTS, MATERIAL_COUNT, ROLLING_REGULARIZATION. The grid's shape (bits per axis) is a
+// Host-provided defines: FRICTION_SLOTS, MATERIAL_COUNT, ROLLING_REGULARIZATION, DUPLICATE_POINT_TOLERANCE. The grid's shape (bits per axis) is a
 // kernel argument so the host can re-fit it to the scene without rebuilding the program.
 // Vectors are stored as float4 (w unused) for alignment; quaternions as float4 (x, y, z, w) with
 // w in .w, i.e. OpenCL's natural layout, converted on the host from Blender's (w, x, y, z).
@@ -212,6 +212,51 @@ inline void add_contact(
     }
 }
 
+// ---------------------------------------------------------------------------------------------
+// triangle colliders (addon/core/colliders.py describes the rules; mirrors closest_point_on_triangle)
+
+#define FACE_REGION 0
+#define EDGE_OR_VERTEX_REGION 1
+#define MAX_EDGE_CONTACTS 8
+
+inline int closest_point_on_triangle(float3 p, float3 a, float3 b, float3 c, float3 *q, float3 *bary)
+{
+    float3 ab = b - a, ac = c - a, ap = p - a;
+    float d1 = dot(ab, ap), d2 = dot(ac, ap);
+    if (d1 <= 0.0f && d2 <= 0.0f) { *q = a; *bary = (float3)(1.0f, 0.0f, 0.0f); return EDGE_OR_VERTEX_REGION; }
+    float3 bp = p - b;
+    float d3 = dot(ab, bp), d4 = dot(ac, bp);
+    if (d3 >= 0.0f && d4 <= d3) { *q = b; *bary = (float3)(0.0f, 1.0f, 0.0f); return EDGE_OR_VERTEX_REGION; }
+    float vc = d1 * d4 - d3 * d2;
+    if (vc <= 0.0f && d1 >= 0.0f && d3 <= 0.0f) {
+        float v = d1 / (d1 - d3);
+        *q = a + v * ab; *bary = (float3)(1.0f - v, v, 0.0f); return EDGE_OR_VERTEX_REGION;
+    }
+    float3 cp = p - c;
+    float d5 = dot(ab, cp), d6 = dot(ac, cp);
+    if (d6 >= 0.0f && d5 <= d6) { *q = c; *bary = (float3)(0.0f, 0.0f, 1.0f); return EDGE_OR_VERTEX_REGION; }
+    float vb = d5 * d2 - d1 * d6;
+    if (vb <= 0.0f && d2 >= 0.0f && d6 <= 0.0f) {
+        float w = d2 / (d2 - d6);
+        *q = a + w * ac; *bary = (float3)(1.0f - w, 0.0f, w); return EDGE_OR_VERTEX_REGION;
+    }
+    float va = d3 * d6 - d5 * d4;
+    if (va <= 0.0f && (d4 - d3) >= 0.0f && (d5 - d6) >= 0.0f) {
+        float w = (d4 - d3) / ((d4 - d3) + (d5 - d6));
+        *q = b + w * (c - b); *bary = (float3)(0.0f, 1.0f - w, w); return EDGE_OR_VERTEX_REGION;
+    }
+    float denom = va + vb + vc;
+    if (denom == 0.0f) { *q = a; *bary = (float3)(1.0f, 0.0f, 0.0f); return EDGE_OR_VERTEX_REGION; }
+    float v = vb / denom, w = vc / denom;
+    *q = a + ab * v + ac * w; *bary = (float3)(1.0f - v - w, v, w);
+    return FACE_REGION;
+}
+
+inline uint triangle_bucket(int3 c, uint mask)
+{
+    return (((uint)c.x * 73856093u) ^ ((uint)c.y * 19349663u) ^ ((uint)c.z * 83492791u)) & mask;
+}
+
 __kernel void contact_forces(
     const int particle_count,
     const int plane_count,
@@ -232,6 +277,16 @@ __kernel void contact_forces(
     __global const float *pair_damping_ratio,
     __global const float *pair_friction,
     __global const float *pair_rolling,
+    const int large_triangle_count,
+    const float triangle_inv_cell,
+    const uint triangle_mask,
+    const float collider_tau,                   // seconds since the collider vertices were set
+    __global const int4 *triangle_vertices,     // v0, v1, v2, material
+    __global const float4 *collider_vertex,
+    __global const float4 *collider_velocity,
+    __global const int *large_triangles,
+    __global const uint *triangle_bucket_start,
+    __global const int *triangle_items,
     __global const int *history_key_in,
     __global const float4 *history_xi_in,
     __global int *history_key_out,
@@ -298,6 +353,53 @@ __kernel void contact_forces(
                         mass_i, 0.0f, mat_i, plane_material[g],
                         pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi,
                         new_key, new_xi, &slots_used, &force, &torque);
+        }
+    }
+    // triangles: pass 0 takes face contacts; pass 1, only if there were none, edge and vertex
+    // contacts, each distinct closest point once
+    {
+        uint h = triangle_bucket(convert_int3_sat_rtn(p_i * triangle_inv_cell), triangle_mask);
+        uint bucket_begin = triangle_bucket_start[h];
+        int candidates = large_triangle_count + (int)(triangle_bucket_start[h + 1] - bucket_begin);
+        int face_contacts = 0;
+        float3 edge_points[MAX_EDGE_CONTACTS];
+        int edge_contacts = 0;
+        float tolerance2 = (DUPLICATE_POINT_TOLERANCE * cc.radius) * (DUPLICATE_POINT_TOLERANCE * cc.radius);
+        for (int pass = 0; pass < 2; ++pass) {
+            if (pass == 1 && face_contacts > 0) break;
+            for (int k = 0; k < candidates; ++k) {
+                int t = (k < large_triangle_count) ? large_triangles[k]
+                                                   : triangle_items[bucket_begin + (uint)(k - large_triangle_count)];
+                int4 tv = triangle_vertices[t];
+                float3 va = collider_vertex[tv.x].xyz + collider_tau * collider_velocity[tv.x].xyz;
+                float3 vb = collider_vertex[tv.y].xyz + collider_tau * collider_velocity[tv.y].xyz;
+                float3 vc = collider_vertex[tv.z].xyz + collider_tau * collider_velocity[tv.z].xyz;
+                float3 q, bary;
+                int region = closest_point_on_triangle(p_i, va, vb, vc, &q, &bary);
+                if ((pass == 0) != (region == FACE_REGION)) continue;
+                float3 delta = q - p_i;
+                float dist2 = dot(delta, delta);
+                if (dist2 >= cc.radius * cc.radius) continue;
+                float dist = sqrt(dist2);
+                if (dist <= 1e-9f * cc.radius) continue;
+                if (pass == 1) {
+                    bool duplicate = false;
+                    for (int e = 0; e < edge_contacts; ++e) {
+                        float3 gap = edge_points[e] - q;
+                        if (dot(gap, gap) < tolerance2) { duplicate = true; break; }
+                    }
+                    if (duplicate) continue;
+                    if (edge_contacts < MAX_EDGE_CONTACTS) edge_points[edge_contacts++] = q;
+                } else {
+                    ++face_contacts;
+                }
+                float3 v_tri = bary.x * collider_velocity[tv.x].xyz + bary.y * collider_velocity[tv.y].xyz
+                             + bary.z * collider_velocity[tv.z].xyz;
+                add_contact(cc, -2 - plane_count - t, delta / dist, cc.radius - dist, v_i, w_i, v_tri, (float3)(0.0f),
+                            mass_i, 0.0f, mat_i, tv.w,
+                            pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi,
+                            new_key, new_xi, &slots_used, &force, &torque);
+            }
         }
     }
     if (slots_used < FRICTION_SLOTS) new_key[slots_used] = EMPTY_SLOT;

@@ -81,6 +81,12 @@ class Model:
     plane_point: np.ndarray  # (G, 3)
     plane_normal: np.ndarray  # (G, 3)
     plane_material: np.ndarray  # (G,) int32
+    # static triangle meshes, all meshes' vertices and triangles in one list (V vertices, T triangles)
+    mesh_vertices: np.ndarray  # (V, 3) world, at the first output frame
+    mesh_triangles: np.ndarray  # (T, 3) int32 indices into mesh_vertices
+    triangle_material: np.ndarray  # (T,) int32
+    # (F, V, 3) vertex positions at output frames 0..F-1 when any mesh is animated, else None
+    mesh_vertex_frames: np.ndarray | None
     # materials (M)
     materials: list = field(default_factory=list)
 
@@ -99,6 +105,16 @@ class Model:
     @property
     def plane_count(self) -> int:
         return int(self.plane_point.shape[0])
+
+    @property
+    def triangle_count(self) -> int:
+        return int(self.mesh_triangles.shape[0])
+
+    def collider_vertices_at(self, frame: int) -> np.ndarray:
+        """Mesh vertices at output frame ``frame`` (held at the last frame given, if beyond it)."""
+        if self.mesh_vertex_frames is None:
+            return self.mesh_vertices
+        return self.mesh_vertex_frames[min(max(frame, 0), len(self.mesh_vertex_frames) - 1)]
 
     def material_table(self) -> np.ndarray:
         """(M, 5) float array: friction, restitution, linear damping, angular damping, rolling friction."""
@@ -150,6 +166,7 @@ class ModelBuilder:
         self._bodies: list[dict] = []
         self._static_particles: list[tuple[np.ndarray, int]] = []
         self._planes: list[tuple[np.ndarray, np.ndarray, int]] = []
+        self._meshes: list[tuple[np.ndarray, np.ndarray, int, np.ndarray | None]] = []
 
     @property
     def particle_diameter(self) -> float:
@@ -226,6 +243,59 @@ class ModelBuilder:
         )
         return len(self._bodies) - 1
 
+    def add_bodies(self, particles, *, masses, velocities=None, angular_velocities=None, materials=None) -> list[int]:
+        """Add K bodies of N particles each at once (linked duplicates): ``particles`` (K, N, 3) in world
+        space (position 0, identity orientation), ``masses`` (K,). Returns the body indices."""
+        pts = np.asarray(particles, dtype=np.float64)
+        if pts.ndim != 3 or pts.shape[2] != 3 or pts.shape[1] == 0:
+            raise ValueError("particles must be shaped (bodies, particles, 3)")
+        count, n = pts.shape[:2]
+        masses = np.broadcast_to(np.asarray(masses, dtype=np.float64), (count,))
+        if not np.all(np.isfinite(pts)):
+            raise ValueError("particle positions must be finite")
+        if not np.all((masses > 0) & np.isfinite(masses)):
+            raise ValueError("body masses must be positive")
+        velocities = np.zeros((count, 3)) if velocities is None else np.asarray(velocities, np.float64).reshape(count, 3)
+        spins = np.zeros((count, 3)) if angular_velocities is None else np.asarray(angular_velocities, np.float64).reshape(count, 3)
+        materials = [None] * count if materials is None else list(materials)
+        com = pts.mean(axis=1)
+        offsets = pts - com[:, None, :]
+        r2 = np.einsum("knj,knj->k", offsets, offsets)
+        outer = np.einsum("kni,knj->kij", offsets, offsets)
+        own = n * self.particle_diameter**2 / 6.0
+        inertia = (masses / n)[:, None, None] * (np.eye(3) * (r2 + own)[:, None, None] - outer)
+        first = len(self._bodies)
+        identity = np.array([1.0, 0.0, 0.0, 0.0])
+        for k in range(count):
+            self._bodies.append(dict(
+                offsets=offsets[k], mass=float(masses[k]), inertia=inertia[k], com_local=com[k],
+                position=com[k], orientation=identity, velocity=velocities[k], angular_velocity=spins[k],
+                material=self._material(materials[k])))
+        return list(range(first, first + count))
+
+    def add_static_mesh(self, vertices, triangles, material: Material | None = None, frames=None) -> int:
+        """Add a static triangle mesh collider: ``vertices`` (V, 3) in world space, ``triangles`` (T, 3).
+
+        ``frames``: optional (F, V, 3) vertex positions at output frames 0..F-1 for an animated
+        (keyframed, parented, constrained) collider; its vertex velocities follow from them.
+        Returns the mesh index.
+        """
+        verts = np.asarray(vertices, dtype=np.float64).reshape(-1, 3)
+        tris = np.asarray(triangles, dtype=np.int64).reshape(-1, 3)
+        if not np.all(np.isfinite(verts)):
+            raise ValueError("mesh vertices must be finite")
+        if len(tris) and (tris.min() < 0 or tris.max() >= len(verts)):
+            raise ValueError("triangle indices out of range")
+        if frames is not None:
+            frames = np.asarray(frames, dtype=np.float64)
+            if frames.ndim != 3 or frames.shape[1:] != verts.shape or len(frames) == 0:
+                raise ValueError(f"frames must be shaped (F, {len(verts)}, 3), got {frames.shape}")
+            if not np.all(np.isfinite(frames)):
+                raise ValueError("mesh frames must be finite")
+            verts = frames[0]
+        self._meshes.append((verts, tris, self._material(material), frames))
+        return len(self._meshes) - 1
+
     def add_static_particles(self, positions, material: Material | None = None) -> None:
         """Add immovable particles (infinite mass) at world ``positions`` (N, 3)."""
         pts = np.asarray(positions, dtype=np.float64).reshape(-1, 3)
@@ -273,6 +343,21 @@ class ModelBuilder:
         def stack(key, width):
             return np.array([b[key] for b in bodies], dtype=np.float64).reshape(-1, width)
 
+        vertex_base = np.cumsum([0] + [len(v) for v, _, _, _ in self._meshes])
+        mesh_vertices = np.concatenate([v for v, _, _, _ in self._meshes]) if self._meshes else np.zeros((0, 3))
+        mesh_triangles = (np.concatenate([t + vertex_base[i] for i, (_, t, _, _) in enumerate(self._meshes)])
+                          if self._meshes else np.zeros((0, 3), dtype=np.int64))
+        triangle_material = (np.concatenate([np.full(len(t), m, dtype=np.int32) for _, t, m, _ in self._meshes])
+                             if self._meshes else np.zeros(0, dtype=np.int32))
+        animated = [f for _, _, _, f in self._meshes if f is not None]
+        vertex_frames = None
+        if animated:
+            frame_count = len(animated[0])
+            if any(len(f) != frame_count for f in animated):
+                raise ValueError("all animated colliders must give the same number of frames")
+            vertex_frames = np.concatenate(
+                [f if f is not None else np.broadcast_to(v, (frame_count,) + v.shape) for v, _, _, f in self._meshes],
+                axis=1)
         return Model(
             particle_radius=self.particle_radius,
             body_mass=mass,
@@ -293,5 +378,9 @@ class ModelBuilder:
             plane_point=np.array([p for p, _, _ in self._planes], dtype=np.float64).reshape(-1, 3),
             plane_normal=np.array([n for _, n, _ in self._planes], dtype=np.float64).reshape(-1, 3),
             plane_material=np.array([m for _, _, m in self._planes], dtype=np.int32),
+            mesh_vertices=np.asarray(mesh_vertices, dtype=np.float64).reshape(-1, 3),
+            mesh_triangles=np.asarray(mesh_triangles, dtype=np.int32).reshape(-1, 3),
+            triangle_material=triangle_material,
+            mesh_vertex_frames=vertex_frames,
             materials=list(self._materials) or [Material()],
         )

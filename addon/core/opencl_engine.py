@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, quaternion_to_matrix
 from .settings import FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings, derive_contact_parameters
@@ -77,7 +78,8 @@ class OpenCLEngine(StateMixin):
         self.substeps_done = 0
         material_count = len(model.materials)
         options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DMATERIAL_COUNT={material_count}",
-                   f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f", "-cl-denorms-are-zero"]
+                   f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f",
+                   f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f", "-cl-denorms-are-zero"]
         self.program = cl.Program(self.context, KERNEL_FILE.read_text()).build(options=options)
         self.k_kinematics = self.program.particle_kinematics
         self.k_scatter = self.program.scatter_to_buckets
@@ -154,6 +156,16 @@ class OpenCLEngine(StateMixin):
         self.b_pair_mu = self._buffer(pr.friction.astype(np.float32).ravel())
         self.b_pair_rolling = self._buffer(pr.rolling_friction.astype(np.float32).ravel())
 
+        # triangle colliders
+        self.colliders = ColliderMotion(m, m.particle_radius)
+        tri = np.zeros((m.triangle_count, 4), dtype=np.int32)
+        tri[:, :3] = m.mesh_triangles
+        tri[:, 3] = m.triangle_material
+        self.b_triangles = self._buffer(tri)
+        self.b_collider_vertex = self._buffer(_vec4(self.colliders.vertices))
+        self.b_collider_velocity = self._buffer(_vec4(self.colliders.velocities))
+        self._upload_triangle_grid()
+
         # grid: bucket_count has one extra zero at the end so its scan ends with the particle count
         self.cell = 2.0 * m.particle_radius
         positions = self._initial_particle_positions()
@@ -164,6 +176,19 @@ class OpenCLEngine(StateMixin):
         self.a_bucket_count = cla.zeros(self.queue, self.bucket_total + 1, np.uint32)
         self.a_bucket_start = cla.empty(self.queue, self.bucket_total + 1, np.uint32)
         self.queue.finish()
+
+    def _upload_triangle_grid(self):
+        grid = self.colliders.grid
+        self.b_large_triangles = self._buffer(grid.large.astype(np.int32))
+        self.b_triangle_start = self._buffer(grid.bucket_start.astype(np.uint32))
+        self.b_triangle_items = self._buffer(grid.items.astype(np.int32))
+
+    def set_collider_frame(self, frame: int, frame_duration: float):
+        """Animated colliders: move them from output frame ``frame`` towards the next one."""
+        if self.colliders.set_frame(frame, frame_duration):
+            self.cl.enqueue_copy(self.queue, self.b_collider_vertex, _vec4(self.colliders.vertices))
+            self.cl.enqueue_copy(self.queue, self.b_collider_velocity, _vec4(self.colliders.velocities))
+            self._upload_triangle_grid()
 
     def _initial_particle_positions(self) -> np.ndarray:
         m = self.model
@@ -208,9 +233,15 @@ class OpenCLEngine(StateMixin):
             self.b_sorted, self.a_bucket_start.data, self.b_pos, self.b_vel, self.b_particle_body,
             self.b_particle_material, self.b_body_contact_mass, self.b_body_w,
             self.b_plane_point, self.b_plane_normal, self.b_plane_material, self.b_pair_zeta, self.b_pair_mu,
-            self.b_pair_rolling, self.b_hist_key[h_in], self.b_hist_xi[h_in], self.b_hist_key[h_out], self.b_hist_xi[h_out],
+            self.b_pair_rolling,
+            np.int32(len(self.colliders.grid.large)), np.float32(1.0 / self.colliders.grid.cell),
+            np.uint32(self.colliders.grid.mask), np.float32(self.colliders.tau),
+            self.b_triangles, self.b_collider_vertex, self.b_collider_velocity, self.b_large_triangles,
+            self.b_triangle_start, self.b_triangle_items,
+            self.b_hist_key[h_in], self.b_hist_xi[h_in], self.b_hist_key[h_out], self.b_hist_xi[h_out],
             self.b_force, self.b_torque)
         self.history_in = h_out
+        self.colliders.tau += pr.substep
         gravity = np.array([*pr.gravity, 0.0], dtype=np.float32)
         self.k_integrate(
             q, (_round_up(B),), None, np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed),
@@ -248,17 +279,21 @@ class OpenCLEngine(StateMixin):
             return self._initial_particle_positions()
         return self._read(self.b_pos, (self.P, 4))[:, :3].astype(np.float64)
 
-    def contact_pairs(self) -> set[tuple[int, int]]:
-        """Particle pairs (i, j) that had a contact in the last substep, from the friction history.
+    def contact_keys(self) -> set[tuple[int, int]]:
+        """(particle, key) of every contact in the last substep, read from the friction history:
+        key >= 0 is a partner particle, -2 - g plane g, -2 - planes - t triangle t.
 
         Only complete while no particle has more than FRICTION_SLOTS contacts; used by tests.
         """
         keys = self._read(self.b_hist_key[self.history_in], (self.P, FRICTION_SLOTS), np.int32)
-        pairs = set()
+        found = set()
         for i, row in enumerate(keys):
             for key in row:
                 if key == -1:
                     break
-                if key >= 0:
-                    pairs.add((i, int(key)))
-        return pairs
+                found.add((i, int(key)))
+        return found
+
+    def contact_pairs(self) -> set[tuple[int, int]]:
+        """Particle pairs (i, j) in contact in the last substep (see ``contact_keys``)."""
+        return {(i, key) for i, key in self.contact_keys() if key >= 0}

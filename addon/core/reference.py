@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, quaternion_to_matrix
 from .settings import FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings, derive_contact_parameters
 from .state import BodyState, StateMixin
@@ -69,6 +70,11 @@ class ReferenceEngine(StateMixin):
         self.history_key = np.full((m.particle_count, FRICTION_SLOTS), EMPTY_SLOT, dtype=np.int64)
         self.history_xi = np.zeros((m.particle_count, FRICTION_SLOTS, 3))
         self.dynamic = m.particle_body != STATIC_BODY
+        self.colliders = ColliderMotion(m, m.particle_radius)
+
+    def set_collider_frame(self, frame: int, frame_duration: float):
+        """Animated colliders: move them from output frame ``frame`` towards the next one."""
+        self.colliders.set_frame(frame, frame_duration)
 
     def _contact_mass(self, body):
         """Mass one contact of ``body`` moves, for damping (None: static, infinite)."""
@@ -215,10 +221,48 @@ class ReferenceEngine(StateMixin):
                                          zero, zero, m.plane_material[g], None, slots_in, slots_out)
                     force[i] += f
                     torque[i] += t
+            self._triangle_contacts(i, pos[i], vel[i], omega_i, slots_in, slots_out, force, torque)
         self.history_key, self.history_xi = new_key, new_xi
+        self.colliders.tau += dt
         self._integrate(force, torque, offset_world)
         self.time += dt
         self.substeps_done += 1
+
+    def _triangle_contacts(self, i, p, vel_i, omega_i, slots_in, slots_out, force, torque):
+        """Face contacts; or, only if there are none, each distinct edge/vertex contact once."""
+        m = self.model
+        if m.triangle_count == 0:
+            return
+        r = m.particle_radius
+        vertices = self.colliders.vertices_now()
+        velocities = self.colliders.velocities
+        candidates = self.colliders.grid.candidates(p)
+        face_contacts = 0
+        edge_points = []
+        for pass_ in (0, 1):
+            if pass_ == 1 and face_contacts:
+                break
+            for t in candidates:
+                tri = m.mesh_triangles[t]
+                q, bary, region = closest_point_on_triangle(p, *vertices[tri])
+                if (pass_ == 0) != (region == FACE_REGION):
+                    continue
+                delta = q - p
+                dist = np.linalg.norm(delta)
+                if dist >= r or dist <= 1e-9 * r:
+                    continue
+                if pass_ == 1:
+                    if any(np.linalg.norm(e - q) < DUPLICATE_POINT_TOLERANCE * r for e in edge_points):
+                        continue
+                    if len(edge_points) < 8:
+                        edge_points.append(q)
+                else:
+                    face_contacts += 1
+                v_tri = bary @ velocities[tri]
+                f, tq = self._contact(i, -2 - m.plane_count - int(t), delta / dist, r - dist, vel_i, omega_i,
+                                      v_tri, np.zeros(3), m.triangle_material[t], None, slots_in, slots_out)
+                force[i] += f
+                torque[i] += tq
 
     def _integrate(self, force, torque, offset_world):
         m = self.model
