@@ -57,12 +57,11 @@ def main(argv=None):
     import bpy
 
     from addon.blender import convert
-    from addon.core import ModelBuilder
 
     t0 = time.perf_counter()
     objs, ground = build_scene(args.objects)
     setup = time.perf_counter() - t0
-    statics = [ground] if hasattr(ModelBuilder, "add_static_mesh") else []
+    statics = [ground]
     times = []
     conv = None
     for _ in range(args.repeat):
@@ -82,7 +81,6 @@ def main(argv=None):
         best_seconds=min(times),
         objects_per_second=args.objects / min(times),
         step_seconds={k: round(v, 4) for k, v in conv.timings.items()},  # last run, per step
-        builder_batch_api=hasattr(ModelBuilder, "add_bodies"),  # else one add_body call per duplicate
         scene_setup_seconds=setup,
         target_seconds=2.0,
         passed=min(times) < 2.0,

@@ -388,8 +388,6 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
         builder, links, skipped, collider_objs, radius_used = converted
         collider_meshes = []
         if collider_objs:
-            if not hasattr(builder, "add_static_mesh"):
-                raise ConversionError("this version of the simulation core has no triangle colliders")
             animated = [c for c in collider_objs if _possibly_animated(c[0])]
             frames_by_name = {}
             if animated and frame_count > 0:
@@ -565,7 +563,7 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
     for entry in entries:
         groups.setdefault(id(entry[4]), []).append(entry)
     materials: dict = {}
-    batch = getattr(builder, "add_bodies", None)
+
     for group in groups.values():
         res = group[0][4].result
         shape = group[0][4]
@@ -596,13 +594,8 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
         velocities = np.array([e[1]["initial_velocity"] for e in group], dtype=np.float64).reshape(-1, 3)
         spins = np.array([e[1]["initial_angular_velocity"] for e in group], dtype=np.float64).reshape(-1, 3)
         try:
-            if batch is not None:
-                indices = list(batch(points, masses=masses, velocities=velocities, angular_velocities=spins,
-                                     materials=mats))
-            else:
-                indices = [builder.add_body(points[k], mass=masses[k], velocity=velocities[k],
-                                            angular_velocity=spins[k], material=mats[k])
-                           for k in range(len(group))]
+            indices = list(builder.add_bodies(points, masses=masses, velocities=velocities,
+                                              angular_velocities=spins, materials=mats))
         except ValueError as error:
             raise ConversionError(f"{group[0][0].name}: {error}") from error
         for k, (obj, _, m4, _, _) in enumerate(group):

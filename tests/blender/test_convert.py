@@ -351,10 +351,6 @@ def test_settings_are_read_from_object_properties(scene):
 
 
 def test_animated_collider_frames_and_scene_left_as_it_was(scene):
-    from addon.core import ModelBuilder
-
-    if not hasattr(ModelBuilder, "add_static_mesh"):  # TODO remove once the core has triangle colliders
-        pytest.skip("ModelBuilder.add_static_mesh not there yet")
     bpy.ops.mesh.primitive_cube_add(size=0.6, location=(0, 0, 2))
     body = active()
     bpy.ops.mesh.primitive_plane_add(size=4.0)
@@ -387,7 +383,7 @@ def test_animated_collider_frames_and_scene_left_as_it_was(scene):
 
 
 def test_object_matrix_at_agrees_with_the_bake():
-    bake = pytest.importorskip("addon.blender.bake")
+    from addon.blender import bake
     rng = np.random.default_rng(5)
     m0 = np.tile(np.eye(4), (3, 1, 1))
     m0[:, :3, :3] = rng.normal(size=(3, 3, 3))
@@ -404,7 +400,6 @@ def test_object_matrix_at_agrees_with_the_bake():
 
 
 def test_device_memory_limit_is_checked(scene):
-    pytest.importorskip("pyopencl")
     bpy.ops.mesh.primitive_cube_add(size=1.0)
     cube = active()
     with pytest.raises(ConversionError, match="of device memory") as info:

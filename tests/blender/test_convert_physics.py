@@ -18,15 +18,11 @@ bpy = pytest.importorskip("bpy")
 import bmesh  # noqa: E402
 
 from addon.blender.convert import convert_scene, object_matrix_at  # noqa: E402
-from addon.core import ModelBuilder, SimulationSettings  # noqa: E402
+from addon.core import SimulationSettings  # noqa: E402
 from addon.core.simulation import Simulation  # noqa: E402
 
 G = 9.81
 FPS = 24
-
-pytestmark = pytest.mark.skipif(not hasattr(ModelBuilder, "add_static_mesh"),
-                                reason="TODO remove once the core has triangle colliders")
-
 
 @pytest.fixture
 def scene():
