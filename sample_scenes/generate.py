@@ -235,7 +235,7 @@ def torus_mesh(name, major=0.35, minor=0.14, segments=20, rings=10):
     return mesh_from_pydata(name, verts, faces)
 
 
-def banana_mesh(name, length=1.0, thickness=0.24, bend=math.radians(75), segments=14, sides=10):
+def banana_mesh(name, length=1.1, thickness=0.3, bend=math.radians(75), segments=14, sides=10):
     """A curved, tapered capsule: a circle of varying radius swept along an arc (closed at both tips)."""
     radius_arc = length / bend
     verts, faces = [], []
@@ -442,7 +442,7 @@ def build_dice(count: int = 1000, column_height: int = 10, frame_end: int = 250,
     span = float(max(np.ptp(positions[:, 0]), np.ptp(positions[:, 1]))) + 2
     height = float(positions[:, 2].max()) + 1
     target = (0.0, 0.0, min(height, span) * 0.3)
-    dist = 1.15 * max(span, height) + 6
+    dist = 1.4 * max(span, height) + 6  # room for the pile, which spreads wider than the columns stood
     add_camera_and_lights((dist * 0.8, -dist * 1.0, dist * 0.55), target)
     set_scene_settings(scene, frame_end=frame_end)
     render_defaults(scene)
@@ -544,11 +544,11 @@ def build_mixed(count: int = 300, frame_end: int = 200, bowl_radius: float = 5.0
     bowl.data.materials.append(material("Bowl", color=(0.8, 0.78, 0.72), roughness=0.3))
     set_prb(bowl, role="STATIC", friction=0.4, bounciness=BOUNCINESS)
     # layers of shapes on a square grid inside the bowl's rim, starting above it
-    pitch = 1.05
-    per_row = max(2, int((2 * bowl_radius * 0.72) / pitch))
+    pitch = 1.0
+    per_row = max(2, int((2 * bowl_radius * 0.85) / pitch) + 1)
     xy = [((i - (per_row - 1) / 2) * pitch, (j - (per_row - 1) / 2) * pitch)
           for i in range(per_row) for j in range(per_row)]
-    xy = [p for p in xy if math.hypot(*p) < bowl_radius * 0.78 - 0.5]
+    xy = [p for p in xy if math.hypot(*p) < bowl_radius * 0.85 - 0.5]
     rng = np.random.default_rng(81)
     coll = new_collection("Shapes")
     names = []
@@ -572,14 +572,14 @@ def build_mixed(count: int = 300, frame_end: int = 200, bowl_radius: float = 5.0
         names.append(obj.name)
     add_ground(friction=0.5)
     top = bowl_depth + 1.2 + ((count - 1) // len(xy)) * 1.1
-    add_camera_and_lights((11.0, -14.0, 10.0 + 0.3 * top), (0.0, 0.0, 0.4 * top + 1.0), lens=32.0)
+    add_camera_and_lights((12.5, -16.0, 10.0 + 0.3 * top), (0.0, 0.0, 0.35 * top + 0.8), lens=30.0)
     set_scene_settings(scene, frame_end=frame_end, particle_radius=particle_radius)
     render_defaults(scene)
     return dict(scene="mixed", dynamic=names, bowl="Bowl", bowl_radius=bowl_radius, bowl_depth=bowl_depth,
                 rim=0.8, count=count)
 
 
-RAMP_FRICTIONS = (0.02, 0.1, 0.9, 1.5)
+RAMP_FRICTIONS = (0.02, 0.1, 0.6, 1.2)
 
 
 def build_ramp(frictions=RAMP_FRICTIONS, angle_deg: float = 30.0, ramp_length: float = 9.0, frame_end: int = 120,

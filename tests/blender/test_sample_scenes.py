@@ -154,9 +154,9 @@ def tower_layout_sizes():
 
 @needs_triangle_colliders
 def test_dice_topple_tumble_and_come_to_rest(tmp_path):
-    frames = 120
-    data = bake(tmp_path, "dice", frames, [1, frames - 2, frames], count=36, column_height=9)
-    start, before, end = positions(data, 1), positions(data, frames - 2), positions(data, frames)
+    frames = 192  # the last cube stops rolling at about frame 170
+    data = bake(tmp_path, "dice", frames, [1, frames - 6, frames], count=36, column_height=9)
+    start, before, end = positions(data, 1), positions(data, frames - 6), positions(data, frames)
     m = data["matrices"]
     assert end[:, 2].max() < start[:, 2].max() - 3, "the columns fell"
     assert end[:, 2].min() > 0.3, "nothing sank into the ground"
@@ -164,7 +164,7 @@ def test_dice_topple_tumble_and_come_to_rest(tmp_path):
     assert (tilted > 20).sum() >= len(tilted) // 4, "the overlapping corners made the cubes tumble"
     spread = np.ptp(end[:, :2], axis=0).max()
     assert spread > np.ptp(start[:, :2], axis=0).max() + 1, "they spread out into a pile"
-    # at rest: over the last two frames no cube moves more than 2 cm or turns more than 2 degrees
+    # at rest: over the last six frames (1/4 s) no cube moves more than 2 cm or turns more than 2 degrees
     assert np.linalg.norm(end - before, axis=1).max() < 0.02
     assert rotation_angle(m[1], m[2]).max() < 2.0
 
