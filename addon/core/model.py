@@ -163,7 +163,10 @@ class ModelBuilder:
         self.particle_radius = float(particle_radius)
         self._materials: list[Material] = []
         self._material_index: dict[Material, int] = {}
-        self._bodies: list[dict] = []
+        # bodies are kept in chunks of arrays (one chunk per add_body/add_bodies call), so that a
+        # million linked duplicates are added and finalized without a Python loop per body
+        self._chunks: list[dict] = []
+        self._body_total = 0
         self._static_particles: list[tuple[np.ndarray, int]] = []
         self._planes: list[tuple[np.ndarray, np.ndarray, int]] = []
         self._meshes: list[tuple[np.ndarray, np.ndarray, int, np.ndarray | None]] = []
@@ -174,11 +177,19 @@ class ModelBuilder:
 
     @property
     def body_count(self) -> int:
-        return len(self._bodies)
+        return self._body_total
 
     @property
     def particle_count(self) -> int:
-        return sum(len(b["offsets"]) for b in self._bodies) + sum(len(p) for p, _ in self._static_particles)
+        return (sum(c["offsets"].shape[0] * c["offsets"].shape[1] for c in self._chunks)
+                + sum(len(p) for p, _ in self._static_particles))
+
+    def _append_chunk(self, **arrays) -> list[int]:
+        count = len(arrays["mass"])
+        first = self._body_total
+        self._chunks.append(arrays)
+        self._body_total += count
+        return list(range(first, first + count))
 
     def _material(self, material: Material | None) -> int:
         material = material or Material()
@@ -228,20 +239,17 @@ class ModelBuilder:
         offsets = pts - com_local
         inertia = particle_inertia(offsets, mass / len(pts), self.particle_diameter)
         rotation = quaternion_to_matrix(q)
-        self._bodies.append(
-            dict(
-                offsets=offsets,
-                mass=mass,
-                inertia=inertia,
-                com_local=com_local,
-                position=np.asarray(position, dtype=np.float64) + rotation @ com_local,
-                orientation=q,
-                velocity=np.asarray(velocity, dtype=np.float64),
-                angular_velocity=np.asarray(angular_velocity, dtype=np.float64),
-                material=self._material(material),
-            )
-        )
-        return len(self._bodies) - 1
+        return self._append_chunk(
+            offsets=offsets[None],
+            mass=np.array([mass]),
+            inertia=inertia[None],
+            com_local=com_local[None],
+            position=(np.asarray(position, dtype=np.float64) + rotation @ com_local)[None],
+            orientation=q[None],
+            velocity=np.asarray(velocity, dtype=np.float64).reshape(1, 3),
+            angular_velocity=np.asarray(angular_velocity, dtype=np.float64).reshape(1, 3),
+            material=np.array([self._material(material)], dtype=np.int32),
+        )[0]
 
     def add_bodies(self, particles, *, masses, velocities=None, angular_velocities=None, materials=None) -> list[int]:
         """Add K bodies of N particles each at once (linked duplicates): ``particles`` (K, N, 3) in world
@@ -260,18 +268,25 @@ class ModelBuilder:
         materials = [None] * count if materials is None else list(materials)
         com = pts.mean(axis=1)
         offsets = pts - com[:, None, :]
-        r2 = np.einsum("knj,knj->k", offsets, offsets)
-        outer = np.einsum("kni,knj->kij", offsets, offsets)
+        r2 = (offsets * offsets).sum(axis=(1, 2))
+        outer = np.matmul(offsets.transpose(0, 2, 1), offsets)
         own = n * self.particle_diameter**2 / 6.0
         inertia = (masses / n)[:, None, None] * (np.eye(3) * (r2 + own)[:, None, None] - outer)
-        first = len(self._bodies)
-        identity = np.array([1.0, 0.0, 0.0, 0.0])
-        for k in range(count):
-            self._bodies.append(dict(
-                offsets=offsets[k], mass=float(masses[k]), inertia=inertia[k], com_local=com[k],
-                position=com[k], orientation=identity, velocity=velocities[k], angular_velocity=spins[k],
-                material=self._material(materials[k])))
-        return list(range(first, first + count))
+        return self._append_chunk(
+            offsets=offsets, mass=masses.copy(), inertia=inertia, com_local=com, position=com.copy(),
+            orientation=np.tile([1.0, 0.0, 0.0, 0.0], (count, 1)), velocity=velocities.copy(),
+            angular_velocity=spins.copy(),
+            material=self._material_indices(materials))
+
+    def _material_indices(self, materials) -> np.ndarray:
+        by_id: dict[int, int] = {}  # most batches repeat one Material object: hash it once
+        out = np.empty(len(materials), dtype=np.int32)
+        for k, material in enumerate(materials):
+            key = id(material)
+            if key not in by_id:
+                by_id[key] = self._material(material)
+            out[k] = by_id[key]
+        return out
 
     def add_static_mesh(self, vertices, triangles, material: Material | None = None, frames=None) -> int:
         """Add a static triangle mesh collider: ``vertices`` (V, 3) in world space, ``triangles`` (T, 3).
@@ -318,30 +333,39 @@ class ModelBuilder:
         self._planes.append((p, n / length, self._material(material)))
 
     def finalize(self) -> Model:
-        bodies = self._bodies
-        counts = np.array([len(b["offsets"]) for b in bodies], dtype=np.int32)
-        first = np.zeros(len(bodies), dtype=np.int32)
-        if len(bodies) > 1:
+        def stack(key, shape):
+            parts = [c[key] for c in self._chunks]
+            tail = () if shape is None else ((shape,) if isinstance(shape, int) else shape)
+            return np.concatenate(parts).astype(np.float64) if parts else np.zeros((0,) + tail)
+
+        chunks = self._chunks
+        body_total = self._body_total
+        counts = (np.concatenate([np.full(c["offsets"].shape[0], c["offsets"].shape[1]) for c in chunks])
+                  if chunks else np.zeros(0)).astype(np.int32)
+        first = np.zeros(body_total, dtype=np.int32)
+        if body_total > 1:
             first[1:] = np.cumsum(counts)[:-1]
         static_pts = [p for p, _ in self._static_particles]
         static_mat = [np.full(len(p), m, dtype=np.int32) for p, m in self._static_particles]
-        dyn_offsets = [b["offsets"] for b in bodies]
+        dyn_offsets = [c["offsets"].reshape(-1, 3) for c in chunks]
         particle_offset = np.concatenate(dyn_offsets + static_pts) if (dyn_offsets or static_pts) else np.zeros((0, 3))
         particle_body = np.concatenate(
-            [np.repeat(np.arange(len(bodies), dtype=np.int32), counts)]
+            [np.repeat(np.arange(body_total, dtype=np.int32), counts)]
             + [np.full(len(p), STATIC_BODY, dtype=np.int32) for p in static_pts]
-        ) if (bodies or static_pts) else np.zeros(0, dtype=np.int32)
-        mass = np.array([b["mass"] for b in bodies], dtype=np.float64)
-        inertia = np.array([b["inertia"] for b in bodies], dtype=np.float64).reshape(-1, 3, 3)
+        ) if (body_total or static_pts) else np.zeros(0, dtype=np.int32)
+        mass = stack("mass", None)
+        inertia = stack("inertia", (3, 3))
         # A body of one particle (or a line of them) has a singular inertia tensor: it cannot be
         # set spinning about that axis by contacts at particle centres, so a zero there is fine.
-        inv_inertia = np.array([np.linalg.pinv(i) for i in inertia]).reshape(-1, 3, 3)
+        inv_inertia = inertia.copy()
+        if len(inertia):
+            regular = np.abs(np.linalg.det(inertia)) > 1e-12 * np.maximum(np.trace(inertia, axis1=1, axis2=2), 1e-300) ** 3
+            inv_inertia[regular] = np.linalg.inv(inertia[regular])
+            inv_inertia[~regular] = np.linalg.pinv(inertia[~regular]) if (~regular).any() else inv_inertia[~regular]
         # Damping is tuned for the mass that one contact of a flat face carries: a cube of n
         # particles lands on about n^(2/3) of them at once.
         effective_mass = mass / np.maximum(counts, 1) ** (2.0 / 3.0)
 
-        def stack(key, width):
-            return np.array([b[key] for b in bodies], dtype=np.float64).reshape(-1, width)
 
         vertex_base = np.cumsum([0] + [len(v) for v, _, _, _ in self._meshes])
         mesh_vertices = np.concatenate([v for v, _, _, _ in self._meshes]) if self._meshes else np.zeros((0, 3))
@@ -367,7 +391,7 @@ class ModelBuilder:
             body_particle_count=counts,
             body_com_local=stack("com_local", 3),
             body_effective_mass=effective_mass,
-            body_material=np.array([b["material"] for b in bodies], dtype=np.int32),
+            body_material=stack("material", None).astype(np.int32),
             body_position=stack("position", 3),
             body_orientation=stack("orientation", 4),
             body_velocity=stack("velocity", 3),

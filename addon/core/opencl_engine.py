@@ -64,7 +64,7 @@ def _quat_to_device(q_wxyz) -> np.ndarray:
 
 
 class OpenCLEngine(StateMixin):
-    def __init__(self, model: Model, settings: SimulationSettings | None = None):
+    def __init__(self, model: Model, settings: SimulationSettings | None = None, profile: bool = False):
         import pyopencl as cl
         import pyopencl.scan
 
@@ -73,7 +73,12 @@ class OpenCLEngine(StateMixin):
         self.settings = settings or SimulationSettings()
         self.params = derive_contact_parameters(model, self.settings)
         self.context, self.device_info = create_context(self.settings.device)
-        self.queue = cl.CommandQueue(self.context)
+        # profile: record an event per stage so benchmarks can split the substep (costs a little)
+        self.profile = profile
+        self.stage_seconds: dict[str, float] = {}
+        self._events: list[tuple[str, object]] = []
+        properties = cl.command_queue_properties.PROFILING_ENABLE if profile else 0
+        self.queue = cl.CommandQueue(self.context, properties=properties)
         self.time = 0.0
         self.substeps_done = 0
         material_count = len(model.materials)
@@ -216,19 +221,22 @@ class OpenCLEngine(StateMixin):
         P, B = self.P, self.B
         inv_cell = np.float32(1.0 / self.cell)
         bits = np.array([*self.grid_bits, 0], dtype=np.int32)
-        self.k_kinematics(
+        record = self._record if self.profile else (lambda stage, event: None)
+        record("kinematics", self.k_kinematics(
             q, (_round_up(P),), None, np.int32(P), inv_cell, bits,
             self.b_offset, self.b_particle_body, self.b_body_x, self.b_body_q, self.b_body_v, self.b_body_w,
-            self.b_pos, self.b_vel, self.b_particle_bucket, self.a_bucket_count.data)
-        self.scan(self.a_bucket_count, self.a_bucket_start, queue=q)
-        self.k_scatter(
+            self.b_pos, self.b_vel, self.b_particle_bucket, self.a_bucket_count.data))
+        before = self.cl.enqueue_marker(q) if self.profile else None
+        self.scan(self.a_bucket_count, self.a_bucket_start, queue=q)  # several kernels: time between markers
+        record("grid scan", (before, self.cl.enqueue_marker(q)) if self.profile else None)
+        record("grid scatter", self.k_scatter(
             q, (_round_up(P),), None, np.int32(P), self.b_particle_bucket, self.a_bucket_start.data,
-            self.a_bucket_count.data, self.b_sorted)
-        self.k_sort(q, (_round_up(self.bucket_total),), None, np.int32(self.bucket_total),
-                    self.a_bucket_start.data, self.b_sorted)
+            self.a_bucket_count.data, self.b_sorted))
+        record("grid sort", self.k_sort(q, (_round_up(self.bucket_total),), None, np.int32(self.bucket_total),
+                                        self.a_bucket_start.data, self.b_sorted))
         h_in, h_out = self.history_in, 1 - self.history_in
         constants = np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius], dtype=np.float32)
-        self.k_contacts(
+        record("contacts", self.k_contacts(
             q, (_round_up(P),), (64,), np.int32(P), np.int32(self.model.plane_count), inv_cell, bits, constants,
             self.b_sorted, self.a_bucket_start.data, self.b_pos, self.b_vel, self.b_particle_body,
             self.b_particle_material, self.b_body_contact_mass, self.b_body_w,
@@ -239,15 +247,33 @@ class OpenCLEngine(StateMixin):
             self.b_triangles, self.b_collider_vertex, self.b_collider_velocity, self.b_large_triangles,
             self.b_triangle_start, self.b_triangle_items,
             self.b_hist_key[h_in], self.b_hist_xi[h_in], self.b_hist_key[h_out], self.b_hist_xi[h_out],
-            self.b_force, self.b_torque)
+            self.b_force, self.b_torque))
         self.history_in = h_out
         self.colliders.tau += pr.substep
         gravity = np.array([*pr.gravity, 0.0], dtype=np.float32)
-        self.k_integrate(
+        record("bodies", self.k_integrate(
             q, (_round_up(B),), None, np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed),
             self.b_body_first, self.b_body_count, self.b_body_mass, self.b_body_inv_inertia, self.b_body_damping,
             self.b_pos, self.b_force, self.b_torque,
-            self.b_body_x, self.b_body_q, self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w)
+            self.b_body_x, self.b_body_q, self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w))
+
+    def _record(self, stage, event):
+        self._events.append((stage, event))
+        if len(self._events) > 600:
+            self.collect_profile()
+
+    def collect_profile(self) -> dict[str, float]:
+        """Seconds spent per stage on the device so far (profile=True only)."""
+        for stage, event in self._events:
+            if isinstance(event, tuple):
+                event[1].wait()
+                seconds = (event[1].profile.end - event[0].profile.end) * 1e-9
+            else:
+                event.wait()
+                seconds = (event.profile.end - event.profile.start) * 1e-9
+            self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
+        self._events.clear()
+        return dict(self.stage_seconds)
 
     # -- read back --------------------------------------------------------------------------
     def _read(self, buffer, shape, dtype=np.float32):

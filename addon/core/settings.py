@@ -112,12 +112,12 @@ def damping_ratio_for_restitution(e):
 def body_extent(model: Model) -> np.ndarray:
     """(B,) largest extent of each body's particles along any axis, including particle size."""
     d = 2 * model.particle_radius
-    out = np.full(model.body_count, d)
-    for b in range(model.body_count):
-        first, count = model.body_first_particle[b], model.body_particle_count[b]
-        offs = model.particle_offset[first:first + count]
-        out[b] = (offs.max(axis=0) - offs.min(axis=0)).max() + d
-    return out
+    if model.body_count == 0:
+        return np.zeros(0)
+    first = model.body_first_particle
+    offsets = model.particle_offset[:model.dynamic_particle_count]
+    span = np.maximum.reduceat(offsets, first, axis=0) - np.minimum.reduceat(offsets, first, axis=0)
+    return span.max(axis=1) + d
 
 
 def derive_contact_parameters(model: Model, settings: SimulationSettings) -> ContactParameters:

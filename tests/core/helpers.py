@@ -21,7 +21,6 @@ def add_cube(builder, position, material=None, **kwargs):
 
 
 def engine_for(builder, **settings):
-    settings.setdefault("device", "cpu")
     return OpenCLEngine(builder.finalize(), SimulationSettings(**settings))
 
 

@@ -26,7 +26,7 @@ def test_grid_pairs_equal_brute_force_far_outside_initial_bounds(offset):
                              position=np.asarray(centre) + rng.uniform(-0.3, 0.3, size=3),
                              orientation=rng.normal(size=4))
     model = builder.finalize()
-    settings = SimulationSettings(device="cpu", gravity=(0, 0, 0))
+    settings = SimulationSettings(gravity=(0, 0, 0))
     reference = ReferenceEngine(model, settings)
     kernels = OpenCLEngine(model, settings)
     expected = brute_force_pairs(reference)
@@ -56,7 +56,7 @@ def test_two_runs_on_one_device_are_identical():
     model = builder.finalize()
     runs = []
     for _ in range(2):
-        engine = OpenCLEngine(model, SimulationSettings(device="cpu"))
+        engine = OpenCLEngine(model, SimulationSettings())
         engine.step(600)
         state = engine.body_state()
         runs.append(np.concatenate([state.position.ravel(), state.orientation.ravel(), state.velocity.ravel()]))

@@ -30,7 +30,7 @@ def colliding_scene():
 
 def test_kernels_match_numpy_reference_over_100_substeps():
     model = colliding_scene()
-    settings = SimulationSettings(device="cpu")
+    settings = SimulationSettings()
     reference = ReferenceEngine(model, settings)
     kernels = OpenCLEngine(model, settings)
     assert len(reference.find_particle_pairs(reference.particle_positions())) > 100  # contacts from the start

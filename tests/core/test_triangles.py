@@ -40,7 +40,7 @@ def test_kernels_match_reference_with_static_and_moving_triangles():
     model = builder.finalize()
     motion = ColliderMotion(model, model.particle_radius)
     assert motion.is_large.sum() == 2 and len(motion.grid.items) > model.triangle_count - 4
-    settings = SimulationSettings(device="cpu", substep=1 / 24 / 25)
+    settings = SimulationSettings(substep=1 / 24 / 25)
     reference, kernels = ReferenceEngine(model, settings), OpenCLEngine(model, settings)
     triangle_contacts = 0
     for frame in range(4):
@@ -83,7 +83,7 @@ def test_moving_paddle_pushes_a_body():
     paddle = np.array([[-1.0, -1.0, 0.05], [-1.0, 1.0, 0.05], [-1.0, 1.0, 1.2], [-1.0, -1.0, 1.2]])
     frames = np.array([paddle + [min(speed * f / fps, 1.5), 0, 0] for f in range(frames_count)])  # stops at x = 0.5
     builder.add_static_mesh(paddle, [[0, 1, 2], [0, 2, 3]], frames=frames, material=material)
-    simulation = Simulation(builder.finalize(), SimulationSettings(device="cpu"), frame_rate=fps)
+    simulation = Simulation(builder.finalize(), SimulationSettings(), frame_rate=fps)
     path = np.array([frame.positions[0] for frame in simulation.frames(frames_count - 1)])
     # the paddle's face reaches x = 0.5 - ... : the cube (half side 0.5) ends just ahead of it
     assert path[-1, 0] > 0.9, path[-1]

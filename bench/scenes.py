@@ -1,0 +1,40 @@
+"""Benchmark scenes built directly with the core (no Blender): N 27-particle cubes falling into a pile."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from addon.core import Material, ModelBuilder
+from addon.core.shapes import cube_particles
+
+
+def cube_pile(count: int, side: float = 1.0, spacing: float = 1.25, seed: int = 0, ground: bool = True):
+    """``count`` cubes in a block about as wide as tall, slightly tilted, above a ground plane."""
+    rng = np.random.default_rng(seed)
+    per_row = max(1, math.ceil((count / 2) ** (1 / 3) * 1.26))  # footprint a bit wider than the height
+    idx = np.arange(count)
+    layer, cell = np.divmod(idx, per_row * per_row)
+    ix, iy = np.divmod(cell, per_row)
+    centre = (per_row - 1) / 2
+    positions = np.stack([(ix - centre) * spacing, (iy - centre) * spacing, side * 0.6 + layer * spacing], 1)
+    positions[:, :2] += rng.uniform(-0.1, 0.1, size=(count, 2)) * side
+    # small random tilt so the block tumbles into a pile rather than landing as a block
+    axis = rng.normal(size=(count, 3))
+    axis /= np.linalg.norm(axis, axis=1, keepdims=True)
+    angle = rng.uniform(-0.25, 0.25, size=count)
+    quats = np.concatenate([np.cos(angle / 2)[:, None], axis * np.sin(angle / 2)[:, None]], axis=1)
+    local = cube_particles(side)
+    # rotate the particle layout of every cube (world-space particles for add_bodies)
+    w, x, y, z = quats.T
+    rot = np.empty((count, 3, 3))
+    rot[:, 0] = np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], 1)
+    rot[:, 1] = np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], 1)
+    rot[:, 2] = np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], 1)
+    points = np.matmul(local[None], rot.transpose(0, 2, 1)) + positions[:, None, :]
+    material = Material(friction=0.5, restitution=0.2)
+    builder = ModelBuilder(side / 6)
+    builder.add_bodies(points, masses=np.full(count, 1000.0 * side**3), materials=[material] * count)
+    if ground:
+        builder.add_ground_plane(0.0, material=material)
+    return builder.finalize()
