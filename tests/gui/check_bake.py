@@ -1,12 +1,12 @@
 """Checks baked keys in a separate `blender --background --python` run. Exits 1 on any failure.
 
   blender --background --python check_bake.py -- --original scene.blend --baked baked.blend \
-      --dynamic A,B,... [--static G,...] [--min-drop 0.2] [--ground-z 0]
+      --dynamic A,B,... [--static G,...] [--min-drop 0.5] [--min-move 0.2] [--ground-z 0]
 
 For every dynamic object: an action PRB_Bake_<name> with location and rotation F-curves, a key on
 every frame of the scene's range (or --frames START END), finite values, the first key at the object's original place,
 the keys actually driving the object (matrix_world at the last frame), never below the ground.
-At least one body must have fallen by --min-drop. Static objects must have no PRB action.
+At least one body must have moved by --min-move (and fallen by --min-drop, if given). Static objects must have no PRB action.
 """
 import argparse
 import json
@@ -21,7 +21,8 @@ p.add_argument("--original", required=True)
 p.add_argument("--baked", required=True)
 p.add_argument("--dynamic", default="", help="comma-separated; empty: every object with a PRB_Bake_ action")
 p.add_argument("--static", default="")
-p.add_argument("--min-drop", type=float, default=0.2)
+p.add_argument("--min-drop", type=float, default=None, help="some body must end this much lower")
+p.add_argument("--min-move", type=float, default=0.2, help="some body must end this far from its start")
 p.add_argument("--ground-z", type=float, default=None)
 p.add_argument("--tolerance", type=float, default=0.15)
 p.add_argument("--json", default=None)
@@ -50,7 +51,7 @@ dynamic = [n for n in a.dynamic.split(",") if n] or sorted(
 if not dynamic:
     errors.append("no baked objects at all")
 summary = {"frames": [start, end], "objects": {}}
-drops = []
+drops, moves = [], []
 for name in dynamic:
     ob = bpy.data.objects.get(name)
     if ob is None:
@@ -96,17 +97,22 @@ for name in dynamic:
     if drive > 1e-3:
         errors.append(f"{name}: keys do not drive the object (matrix_world off by {drive:.4f})")
     if a.ground_z is not None and min(z) < a.ground_z - a.tolerance:
-        errors.append(f"{name}: fell through the ground (min z {min(z):.3f} < {a.ground_z})")
+        errors.append(f"{name}: went below the ground (min z {min(z):.3f} < {a.ground_z}): "
+                      f"fell through it, or off its edge")
     drops.append(first[2] - last[2])
+    moves.append(math.dist(first, last))
     summary["objects"][name] = info
 for name in [n for n in a.static.split(",") if n]:
     ob = bpy.data.objects.get(name)
     act = ob.animation_data.action if ob and ob.animation_data else None
     if act is not None and act.name.startswith("PRB_"):
         errors.append(f"{name}: static object got keys ({act.name})")
-if drops and max(drops) < a.min_drop:
+if a.min_drop is not None and drops and max(drops) < a.min_drop:
     errors.append(f"no body fell by {a.min_drop} m (largest drop {max(drops):.3f} m): no gravity?")
+if moves and max(moves) < a.min_move:
+    errors.append(f"no body moved by {a.min_move} m (largest move {max(moves):.3f} m)")
 summary["max_drop"] = round(max(drops), 3) if drops else None
+summary["max_move"] = round(max(moves), 3) if moves else None
 summary["errors"] = errors
 print("CHECK_BAKE " + json.dumps(summary))
 if a.json:

@@ -112,8 +112,9 @@ def collect_reports(window):
 
 
 def frame_view(space):
-    """Zoom the viewport onto the scene's objects (what a user does with View > Frame All)."""
-    obs = [o for o in bpy.context.scene.objects if o.type == "MESH"]
+    """Zoom the viewport onto the bodies (what a user does with View > Frame Selected), with room
+    around them for where they fall."""
+    obs = list(bpy.context.selected_objects) or [o for o in bpy.context.scene.objects if o.type == "MESH"]
     if not obs or os.environ.get("PRB_GUI_NO_FRAME"):
         return
     from mathutils import Vector
@@ -122,7 +123,7 @@ def frame_view(space):
     hi = Vector([max(p[i] for p in pts) for i in range(3)])
     r3d = space.region_3d
     r3d.view_location = (lo + hi) / 2
-    r3d.view_distance = max((hi - lo).length * 0.9, 2.0)
+    r3d.view_distance = max((hi - lo).length * 2.2, 4.0)
 
 
 _hooked = set()
@@ -207,6 +208,7 @@ def tick():
         state["clipboard"] = bpy.context.window_manager.clipboard
         state["modal_operators"] = modal_ops(window)
         state["frame"] = bpy.context.scene.frame_current
+        state["frame_end"] = bpy.context.scene.frame_end
         state["selected"] = [o.name for o in bpy.context.selected_objects]
         state["bake"] = bake_summary()
         # how far the bodies have moved in the viewport (the add-on's live preview while baking)

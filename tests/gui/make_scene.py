@@ -19,7 +19,7 @@ scene = bpy.context.scene
 scene.frame_start, scene.frame_end = 1, 48
 scene.render.fps = 24
 
-bpy.ops.mesh.primitive_plane_add(size=8.0, location=(0, 0, 0))
+bpy.ops.mesh.primitive_plane_add(size=24.0, location=(0, 0, 0))  # the stack topples ~6 m far
 ground = bpy.context.object
 ground.name = "Ground"
 names = []

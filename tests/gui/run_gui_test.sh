@@ -120,7 +120,7 @@ else
     in_chroot blender --background --python-exit-code 1 --python "$RUN/repo/tests/gui/make_scene.py" -- "$RUN/out/gui_scene.blend" 6 \
         > "$ART/make_scene.log" 2>&1 || { cat "$ART/make_scene.log"; fail "make_scene.py"; }
     SELECT="$(grep -o 'MAKE_SCENE_OK .*' "$ART/make_scene.log" | awk '{print $3}')"
-    GROUND_ARGS=(--static Ground --ground-z 0)
+    GROUND_ARGS=(--static Ground --ground-z 0 --min-drop 0.5)
 fi
 echo "select: $SELECT"
 
@@ -165,7 +165,7 @@ else
         towers --output "$RUN/out/towers.blend" > "$ART/generate_towers.log" 2>&1 \
         || { tail -20 "$ART/generate_towers.log"; fail "sample_scenes/generate.py towers in Blender 4.3"; }
     CLI_SCENE="$RUN/out/towers.blend"
-    CLI_CHECK_ARGS=(--static Ground --ground-z 0)
+    CLI_CHECK_ARGS=(--static Ground --ground-z 0 --min-move 1.0)  # the projectile flies
 fi
 read -r F0 F1 <<< "${PRB_CLI_FRAMES:-1 24}"
 [ -f "$REPO/addon/cli.py" ] || fail "addon/cli.py does not exist yet"
