@@ -8,6 +8,7 @@ baked keys) and executes simple commands the driver writes to $PRB_GUI_OUT/cmd.j
 (set the frame, save a copy of the file, collect the reports, quit).
 """
 import json
+import math
 import os
 import time
 import traceback
@@ -114,14 +115,22 @@ def collect_reports(window):
 def frame_view(space):
     """Zoom the viewport onto the bodies (what a user does with View > Frame Selected), with room
     around them for where they fall."""
-    obs = list(bpy.context.selected_objects) or [o for o in bpy.context.scene.objects if o.type == "MESH"]
-    if not obs or os.environ.get("PRB_GUI_NO_FRAME"):
+    from mathutils import Euler, Vector
+    if os.environ.get("PRB_GUI_NO_FRAME"):
         return
-    from mathutils import Vector
+    r3d = space.region_3d
+    view = bpy.context.scene.get("prb_gui_view")  # set by make_scene.py
+    if view is not None:
+        r3d.view_location = Vector(view[0:3])
+        r3d.view_distance = view[3]
+        r3d.view_rotation = Euler([math.radians(a) for a in view[4:7]]).to_quaternion()
+        return
+    obs = list(bpy.context.selected_objects) or [o for o in bpy.context.scene.objects if o.type == "MESH"]
+    if not obs:
+        return
     pts = [o.matrix_world @ Vector(c) for o in obs for c in o.bound_box]
     lo = Vector([min(p[i] for p in pts) for i in range(3)])
     hi = Vector([max(p[i] for p in pts) for i in range(3)])
-    r3d = space.region_3d
     r3d.view_location = (lo + hi) / 2
     r3d.view_distance = max((hi - lo).length * 2.2, 4.0)
 

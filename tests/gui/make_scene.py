@@ -36,5 +36,8 @@ if hasattr(bpy.types.Object, "prb"):
         bpy.data.objects[name].prb.role = "NONE"
 for ob in scene.objects:
     ob.select_set(False)
+# Where the GUI test's viewport looks (gui_startup.py): from the front, a little from above, at the
+# place the stack topples to (+x), so before, during and after all fit in the picture.
+scene["prb_gui_view"] = [2.6, 0.0, 0.9, 11.0, 68.0, 0.0, 12.0]  # centre xyz, distance, rotation deg
 bpy.ops.wm.save_as_mainfile(filepath=out)
 print("MAKE_SCENE_OK", out, ",".join(names))
