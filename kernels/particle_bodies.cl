@@ -117,10 +117,19 @@ __kernel void scatter_to_buckets(
 
 // 4. ...so each bucket is then sorted by particle index: neighbours are always visited in the same
 // order and forces summed in the same order, and two runs on one device give identical results.
+// The same pass copies what the neighbour search reads into bucket order (position with the body
+// index in .w, velocity with the material in .w), so the contact kernel reads neighbours from
+// consecutive addresses instead of chasing indices (measured 1M cubes on an H100: see README).
 __kernel void sort_buckets(
     const int bucket_total,
     __global const uint *bucket_start,
-    __global int *sorted_particle)
+    __global int *sorted_particle,
+    __global const float4 *particle_position,
+    __global const float4 *particle_velocity,
+    __global const int *particle_body,
+    __global const int *particle_material,
+    __global float4 *sorted_position,
+    __global float4 *sorted_velocity)
 {
     int h = get_global_id(0);
     if (h >= bucket_total) return;
@@ -134,6 +143,11 @@ __kernel void sort_buckets(
             --b;
         }
         sorted_particle[b] = key;
+    }
+    for (uint a = begin; a < end; ++a) {
+        int i = sorted_particle[a];
+        sorted_position[a] = (float4)(particle_position[i].xyz, as_float(particle_body[i]));
+        sorted_velocity[a] = (float4)(particle_velocity[i].xyz, as_float(particle_material[i]));
     }
 }
 
@@ -265,10 +279,9 @@ __kernel void contact_forces(
     const float4 contact_constants,             // stiffness, tangential stiffness, substep, radius
     __global const int *sorted_particle,
     __global const uint *bucket_start,
-    __global const float4 *particle_position,
-    __global const float4 *particle_velocity,
-    __global const int *particle_body,
-    __global const int *particle_material,
+    __global const float4 *sorted_position,      // .w: body index bits
+    __global const float4 *sorted_velocity,      // .w: material index bits
+    __global const float4 *body_position,
     __global const float *body_contact_mass,
     __global const float4 *body_angular_velocity,
     __global const float4 *plane_point,
@@ -297,15 +310,17 @@ __kernel void contact_forces(
     int s = get_global_id(0);
     if (s >= particle_count) return;
     ContactConstants cc = {contact_constants.x, contact_constants.y, contact_constants.z, contact_constants.w};
-    int i = sorted_particle[s];
-    int body_i = particle_body[i];
+    float4 own = sorted_position[s];
+    int body_i = as_int(own.w);
     if (body_i == STATIC_BODY) return;
+    int i = sorted_particle[s];
 
-    float3 p_i = particle_position[i].xyz;
-    float3 v_i = particle_velocity[i].xyz;
+    float3 p_i = own.xyz;
+    float4 own_velocity = sorted_velocity[s];
+    float3 v_i = own_velocity.xyz;
     float3 w_i = body_angular_velocity[body_i].xyz;
     float mass_i = contact_mass(body_i, body_contact_mass);
-    int mat_i = particle_material[i];
+    int mat_i = as_int(own_velocity.w);
     float diameter = 2.0f * cc.radius;
     float diameter2 = diameter * diameter;
 
@@ -329,18 +344,19 @@ __kernel void contact_forces(
         uint h = bucket_of(c + (int3)(dx, dy, dz), grid_bits);
         uint end = bucket_start[h + 1];
         for (uint k = bucket_start[h]; k < end; ++k) {
-            int j = sorted_particle[k];
-            int body_j = particle_body[j];
+            float4 other = sorted_position[k];
+            int body_j = as_int(other.w);
             if (body_j == body_i) continue;  // same rigid body (also skips j == i)
-            float3 delta = particle_position[j].xyz - p_i;
+            float3 delta = other.xyz - p_i;
             float dist2 = dot(delta, delta);
             if (dist2 >= diameter2) continue;
             float dist = sqrt(dist2);
             if (dist <= 1e-9f * cc.radius) continue;
             float3 n = delta / dist;
             float3 w_j = (body_j == STATIC_BODY) ? (float3)(0.0f) : body_angular_velocity[body_j].xyz;
-            add_contact(cc, j, n, diameter - dist, v_i, w_i, particle_velocity[j].xyz, w_j,
-                        mass_i, contact_mass(body_j, body_contact_mass), mat_i, particle_material[j],
+            float4 other_velocity = sorted_velocity[k];
+            add_contact(cc, sorted_particle[k], n, diameter - dist, v_i, w_i, other_velocity.xyz, w_j,
+                        mass_i, contact_mass(body_j, body_contact_mass), mat_i, as_int(other_velocity.w),
                         pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi,
                         new_key, new_xi, &slots_used, &force, &torque);
         }
@@ -404,7 +420,8 @@ __kernel void contact_forces(
     }
     if (slots_used < FRICTION_SLOTS) new_key[slots_used] = EMPTY_SLOT;
     particle_force[i] = (float4)(force, 0.0f);
-    particle_torque[i] = (float4)(torque, 0.0f);
+    // torque about the body's centre of mass (eq. 5.22 plus the contacts' own couples)
+    particle_torque[i] = (float4)(cross(p_i - body_position[body_i].xyz, force) + torque, 0.0f);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -420,9 +437,8 @@ __kernel void integrate_bodies(
     __global const float *body_mass,
     __global const float *body_inv_inertia,        // 9 per body, body frame, row-major
     __global const float2 *body_damping,           // per body: (linear, angular) fraction lost per second
-    __global const float4 *particle_position,
     __global const float4 *particle_force,
-    __global const float4 *particle_torque,
+    __global const float4 *particle_torque,       // about the body's centre of mass
     __global float4 *body_position,
     __global float4 *body_orientation,
     __global float4 *body_momentum,
@@ -438,9 +454,8 @@ __kernel void integrate_bodies(
     int first = body_first_particle[b];
     int end = first + body_particle_count[b];
     for (int i = first; i < end; ++i) {
-        float3 f = particle_force[i].xyz;
-        force += f;
-        torque += cross(particle_position[i].xyz - x, f) + particle_torque[i].xyz;
+        force += particle_force[i].xyz;
+        torque += particle_torque[i].xyz;
     }
     float mass = body_mass[b];
     force += mass * gravity.xyz;

@@ -23,7 +23,7 @@ MAX_TOTAL_BITS = 28
 
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
 # estimate users see before simulating.
-BYTES_PER_PARTICLE = 16 * 5 + 4 * 5 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 4 * 2
+BYTES_PER_PARTICLE = 16 * 7 + 4 * 5 + 2 * FRICTION_SLOTS * (4 + 16) + 4 * 2
 BYTES_PER_BODY = 16 * 6 + 4 * 5 + 9 * 4 + 8
 
 
@@ -33,8 +33,8 @@ def estimate_device_memory(particle_count: int, body_count: int) -> int:
 
 
 def choose_grid_bits(particle_count: int, lower: np.ndarray, upper: np.ndarray, cell: float) -> tuple[int, int, int]:
-    """Bits per axis of the hashed grid: about two buckets per particle, shaped like the scene."""
-    total = min(MAX_TOTAL_BITS, max(3 * MIN_BITS_PER_AXIS, math.ceil(math.log2(max(2 * particle_count, 64)))))
+    """Bits per axis of the hashed grid: one to two buckets per particle, shaped like the scene."""
+    total = min(MAX_TOTAL_BITS, max(3 * MIN_BITS_PER_AXIS, math.ceil(math.log2(max(particle_count, 64)))))
     needed = np.maximum((np.asarray(upper) - np.asarray(lower)) / cell + 3.0, 1.0)
     bits = [MIN_BITS_PER_AXIS] * 3
     while sum(bits) < total:
@@ -135,6 +135,8 @@ class OpenCLEngine(StateMixin):
         self.b_torque = self._buffer(np.zeros((P, 4), np.float32))
         self.b_particle_bucket = self._buffer(nbytes=4 * P)
         self.b_sorted = self._buffer(nbytes=4 * P)
+        self.b_sorted_pos = self._buffer(nbytes=16 * P)
+        self.b_sorted_vel = self._buffer(nbytes=16 * P)
         empty_keys = np.full(P * FRICTION_SLOTS, -1, dtype=np.int32)
         self.b_hist_key = [self._buffer(empty_keys), self._buffer(empty_keys)]
         zeros_xi = np.zeros((P * FRICTION_SLOTS, 4), np.float32)
@@ -233,13 +235,15 @@ class OpenCLEngine(StateMixin):
             q, (_round_up(P),), None, np.int32(P), self.b_particle_bucket, self.a_bucket_start.data,
             self.a_bucket_count.data, self.b_sorted))
         record("grid sort", self.k_sort(q, (_round_up(self.bucket_total),), None, np.int32(self.bucket_total),
-                                        self.a_bucket_start.data, self.b_sorted))
+                                        self.a_bucket_start.data, self.b_sorted, self.b_pos, self.b_vel,
+                                        self.b_particle_body, self.b_particle_material,
+                                        self.b_sorted_pos, self.b_sorted_vel))
         h_in, h_out = self.history_in, 1 - self.history_in
         constants = np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius], dtype=np.float32)
         record("contacts", self.k_contacts(
             q, (_round_up(P),), (64,), np.int32(P), np.int32(self.model.plane_count), inv_cell, bits, constants,
-            self.b_sorted, self.a_bucket_start.data, self.b_pos, self.b_vel, self.b_particle_body,
-            self.b_particle_material, self.b_body_contact_mass, self.b_body_w,
+            self.b_sorted, self.a_bucket_start.data, self.b_sorted_pos, self.b_sorted_vel, self.b_body_x,
+            self.b_body_contact_mass, self.b_body_w,
             self.b_plane_point, self.b_plane_normal, self.b_plane_material, self.b_pair_zeta, self.b_pair_mu,
             self.b_pair_rolling,
             np.int32(len(self.colliders.grid.large)), np.float32(1.0 / self.colliders.grid.cell),
@@ -254,7 +258,7 @@ class OpenCLEngine(StateMixin):
         record("bodies", self.k_integrate(
             q, (_round_up(B),), None, np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed),
             self.b_body_first, self.b_body_count, self.b_body_mass, self.b_body_inv_inertia, self.b_body_damping,
-            self.b_pos, self.b_force, self.b_torque,
+            self.b_force, self.b_torque,
             self.b_body_x, self.b_body_q, self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w))
 
     def _record(self, stage, event):
