@@ -368,6 +368,13 @@ def add_ground(size=200.0, friction=0.5, name="Ground"):
     me.materials.append(material("Ground", color=(0.42, 0.43, 0.45), roughness=0.8))
     obj = add_object(name, me)
     set_prb(obj, role="STATIC", friction=friction, bounciness=BOUNCINESS)
+    # a much larger plane just below it, only for the picture (no horizon edge in the renders)
+    far = 2000.0
+    backdrop = add_object("Backdrop", mesh_from_pydata("Backdrop", [(-far, -far, -0.01), (far, -far, -0.01),
+                                                                    (far, far, -0.01), (-far, far, -0.01)],
+                                                       [(0, 1, 2, 3)]))
+    backdrop.data.materials.append(me.materials[0])
+    set_prb(backdrop, role="IGNORED")
     return obj
 
 
@@ -473,7 +480,7 @@ def tower_layout(sizes=TOWER_SIZES, gap=0.02, spacing=3.0):
 
 
 def build_towers(sizes=TOWER_SIZES, target: int = 1, frame_end: int = 120, speed: float = 12.0,
-                 projectile_mass_ratio: float = 6.0, launch_frame_delay: float = 1.0):
+                 projectile_mass_ratio: float = 3.0, launch_frame_delay: float = 1.0):
     """Four square towers of 1 m cubes and one heavy cube thrown at tower ``target``.
 
     The projectile starts ``speed * launch_frame_delay`` seconds-worth of flight away (with gravity

@@ -33,9 +33,9 @@ ECHO = ("PRB", "error", "warning", "Traceback", "No OpenCL", "  File", "    ")  
 
 
 def strip_frames(last: int) -> list[int]:
-    """Frames for the strip: the start, the fall, the landing and the end (up to 5)."""
-    picks = [1] + [f for f in (12, 24, 48, 80) if f < last] + [last]
-    return sorted(set(picks))[-5:] if len(set(picks)) > 5 else sorted(set(picks))
+    """Five frames for the strip: the start, the fall, the landing, the tumbling and the end."""
+    picks = [1] + [max(1, round(last * f)) for f in (0.1, 0.2, 0.4)] + [last]
+    return sorted(set(picks))
 
 
 def run(cmd, log_path, env=None) -> tuple[int, str, float]:
@@ -97,7 +97,8 @@ def main(argv=None) -> int:
     if code or not baked.exists():
         print(f"error: the bake failed (exit {code}), see {out / 'bake.log'}", file=sys.stderr)
         return code or 1
-    summary = [line[5:].strip() for line in text.splitlines() if line.startswith("PRB: ") and "saved" not in line]
+    summary = [line[5:].strip() for line in text.splitlines()
+               if line.startswith("PRB: ") and not line.startswith(("PRB: saved", "PRB: frame", "PRB: baking"))]
 
     # 3. check the result in another process
     print("[3/4] checking the baked file", flush=True)

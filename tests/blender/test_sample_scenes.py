@@ -171,7 +171,7 @@ def test_dice_topple_tumble_and_come_to_rest(tmp_path):
 
 @needs_triangle_colliders
 def test_towers_stand_until_hit(tmp_path):
-    frames = 60
+    frames = 48
     hit = FPS  # the projectile arrives after 1 s
     data = bake(tmp_path, "towers", frames, [1, hit - 3, frames])
     start, before, end = positions(data, 1), positions(data, hit - 3), positions(data, frames)
@@ -194,8 +194,8 @@ def test_towers_stand_until_hit(tmp_path):
 
 @needs_triangle_colliders
 def test_mixed_shapes_stay_in_the_bowl(tmp_path):
-    frames = 72
-    data = bake(tmp_path, "mixed", frames, [1, frames], count=48)
+    frames = 60
+    data = bake(tmp_path, "mixed", frames, [1, frames], count=40)
     from sample_scenes.generate import build_mixed  # defaults of the bowl
 
     import inspect
