@@ -235,7 +235,7 @@ def torus_mesh(name, major=0.35, minor=0.14, segments=20, rings=10):
     return mesh_from_pydata(name, verts, faces)
 
 
-def banana_mesh(name, length=1.1, thickness=0.3, bend=math.radians(75), segments=14, sides=10):
+def banana_mesh(name, length=1.0, thickness=0.3, bend=math.radians(75), segments=14, sides=10):
     """A curved, tapered capsule: a circle of varying radius swept along an arc (closed at both tips)."""
     radius_arc = length / bend
     verts, faces = [], []
@@ -531,7 +531,7 @@ def build_towers(sizes=TOWER_SIZES, target: int = 1, frame_end: int = 120, speed
 SHAPE_KINDS = ("torus", "sphere", "suzanne", "banana")
 
 
-def build_mixed(count: int = 300, frame_end: int = 200, bowl_radius: float = 5.0, bowl_depth: float = 2.6,
+def build_mixed(count: int = 300, frame_end: int = 200, bowl_radius: float = 6.0, bowl_depth: float = 3.0,
                 particle_radius: float = 0.08):
     """``count`` mixed shapes (one mesh per kind, linked duplicates) in layers above a static bowl."""
     import bmesh
@@ -550,8 +550,10 @@ def build_mixed(count: int = 300, frame_end: int = 200, bowl_radius: float = 5.0
     bowl = add_object("Bowl", bowl_mesh("Bowl", radius=bowl_radius, depth=bowl_depth))
     bowl.data.materials.append(material("Bowl", color=(0.8, 0.78, 0.72), roughness=0.3))
     set_prb(bowl, role="STATIC", friction=0.4, bounciness=BOUNCINESS)
-    # layers of shapes on a square grid inside the bowl's rim, starting above it
-    pitch = 1.0
+    # layers of shapes on a square grid inside the bowl's rim, starting above it; the pitch is the
+    # largest bounding-sphere diameter, so no two shapes touch at the start whatever their rotation
+    scales = {"suzanne": 0.38}
+    pitch = 0.06 + 2 * max(scales.get(k, 1.0) * max(v.co.length for v in me.vertices) for k, me in meshes.items())
     per_row = max(2, int((2 * bowl_radius * 0.85) / pitch) + 1)
     xy = [((i - (per_row - 1) / 2) * pitch, (j - (per_row - 1) / 2) * pitch)
           for i in range(per_row) for j in range(per_row)]
@@ -567,18 +569,18 @@ def build_mixed(count: int = 300, frame_end: int = 200, bowl_radius: float = 5.0
         x, y = xy[slot]
         x += (rng.random() - 0.5) * 0.1
         y += (rng.random() - 0.5) * 0.1
-        z = bowl_depth + 1.2 + layer * 1.1
+        z = bowl_depth + 1.2 + layer * pitch
         rot = tuple(rng.random(3) * 2 * math.pi)
         shade = 0.8 + 0.35 * rng.random()
         color = tuple(min(1.0, c * shade) for c in kind_colors[kind])
-        scale = {"suzanne": 0.42}.get(kind, 1.0)
+        scale = scales.get(kind, 1.0)
         obj = add_object(f"{kind.title()}.{k:03d}", meshes[kind], location=(x, y, z), rotation=rot,
                          collection=coll, color=color)
         obj.scale = (scale,) * 3
         set_prb(obj, role="DYNAMIC", friction=0.5, bounciness=BOUNCINESS, mass_mode="DENSITY", density=800.0)
         names.append(obj.name)
     add_ground(friction=0.5)
-    top = bowl_depth + 1.2 + ((count - 1) // len(xy)) * 1.1
+    top = bowl_depth + 1.2 + ((count - 1) // len(xy)) * pitch
     add_camera_and_lights((12.5, -16.0, 10.0 + 0.3 * top), (0.0, 0.0, 0.35 * top + 0.8), lens=30.0)
     set_scene_settings(scene, frame_end=frame_end, particle_radius=particle_radius)
     render_defaults(scene)

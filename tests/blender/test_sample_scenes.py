@@ -143,6 +143,27 @@ def test_committed_scene_is_ready_to_bake(tmp_path, name):
     assert info["meshes"] <= 4, "dynamic objects share their meshes (linked duplicates)"
 
 
+@needs_triangle_colliders
+@pytest.mark.parametrize("name, frames", [("dice", 4), ("towers", 4), ("mixed", 3), ("ramp", 4)])
+def test_committed_scene_bakes_with_the_cli(tmp_path, name, frames):
+    """The saved files themselves bake as they are (a few frames; the full bakes are in the demo and
+    the outcome tests above): keys on every dynamic body, and nothing moves faster than it could."""
+    baked = tmp_path / f"{name}_baked.blend"
+    _run(["addon/cli.py", "--scene", ROOT / "sample_scenes" / f"{name}.blend", "--output", baked,
+          "--frames", 1, frames])
+    npz = tmp_path / f"{name}.npz"
+    _run(["sample_scenes/checks.py", baked, "--frames", 1, frames, "--npz", npz])
+    data = np.load(npz)
+    assert (data["keyed"] >= frames).all()
+    expected = {"dice": 1000, "towers": sum(a * a * h for a, h in tower_layout_sizes()) + 1}.get(name)
+    if expected:
+        assert len(data["names"]) == expected
+    t = (frames - 1) / FPS
+    moved = np.linalg.norm(data["matrices"][-1, :, :3, 3] - data["matrices"][0, :, :3, 3], axis=1)
+    fastest = 15.0 if name == "towers" else 0.0  # the thrown cube's initial speed
+    assert moved.max() <= fastest * t + 0.5 * 9.81 * t * t + 0.05
+
+
 def tower_layout_sizes():
     from sample_scenes.generate import TOWER_SIZES
 
