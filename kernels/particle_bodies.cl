@@ -117,19 +117,10 @@ __kernel void scatter_to_buckets(
 
 // 4. ...so each bucket is then sorted by particle index: neighbours are always visited in the same
 // order and forces summed in the same order, and two runs on one device give identical results.
-// The same pass copies what the neighbour search reads into bucket order (position with the body
-// index in .w, velocity with the material in .w), so the contact kernel reads neighbours from
-// consecutive addresses instead of chasing indices (measured 1M cubes on an H100: see README).
 __kernel void sort_buckets(
     const int bucket_total,
     __global const uint *bucket_start,
-    __global int *sorted_particle,
-    __global const float4 *particle_position,
-    __global const float4 *particle_velocity,
-    __global const int *particle_body,
-    __global const int *particle_material,
-    __global float4 *sorted_position,
-    __global float4 *sorted_velocity)
+    __global int *sorted_particle)
 {
     int h = get_global_id(0);
     if (h >= bucket_total) return;
@@ -144,11 +135,26 @@ __kernel void sort_buckets(
         }
         sorted_particle[b] = key;
     }
-    for (uint a = begin; a < end; ++a) {
-        int i = sorted_particle[a];
-        sorted_position[a] = (float4)(particle_position[i].xyz, as_float(particle_body[i]));
-        sorted_velocity[a] = (float4)(particle_velocity[i].xyz, as_float(particle_material[i]));
-    }
+}
+
+// 4b. copy what the neighbour search reads into bucket order (position with the body index in .w,
+// velocity with the material in .w), so the contact kernel reads neighbours from consecutive
+// addresses instead of chasing indices.
+__kernel void gather_sorted(
+    const int particle_count,
+    __global const int *sorted_particle,
+    __global const float4 *particle_position,
+    __global const float4 *particle_velocity,
+    __global const int *particle_body,
+    __global const int *particle_material,
+    __global float4 *sorted_position,
+    __global float4 *sorted_velocity)
+{
+    int a = get_global_id(0);
+    if (a >= particle_count) return;
+    int i = sorted_particle[a];
+    sorted_position[a] = (float4)(particle_position[i].xyz, as_float(particle_body[i]));
+    sorted_velocity[a] = (float4)(particle_velocity[i].xyz, as_float(particle_material[i]));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -338,12 +344,26 @@ __kernel void contact_forces(
     float3 torque = (float3)(0.0f);
 
     int3 c = cell_of(p_i, inv_cell);
+    // x is the lowest field of the bucket index, so the three cells of a row (dx = -1, 0, 1) are
+    // three consecutive buckets, i.e. one run of slots, unless the row wraps around the table
+    uint x_mask = (1u << grid_bits.x) - 1u;
+    uint x_low = (uint)(c.x - 1) & x_mask;
+    bool row_is_contiguous = x_low + 2u <= x_mask;
     for (int dz = -1; dz <= 1; ++dz)
     for (int dy = -1; dy <= 1; ++dy)
     for (int dx = -1; dx <= 1; ++dx) {
-        uint h = bucket_of(c + (int3)(dx, dy, dz), grid_bits);
-        uint end = bucket_start[h + 1];
-        for (uint k = bucket_start[h]; k < end; ++k) {
+        uint begin, end;
+        if (row_is_contiguous) {
+            if (dx != -1) continue;
+            uint h = bucket_of(c + (int3)(-1, dy, dz), grid_bits);
+            begin = bucket_start[h];
+            end = bucket_start[h + 3];
+        } else {
+            uint h = bucket_of(c + (int3)(dx, dy, dz), grid_bits);
+            begin = bucket_start[h];
+            end = bucket_start[h + 1];
+        }
+        for (uint k = begin; k < end; ++k) {
             float4 other = sorted_position[k];
             int body_j = as_int(other.w);
             if (body_j == body_i) continue;  // same rigid body (also skips j == i)

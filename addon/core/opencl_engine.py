@@ -89,6 +89,7 @@ class OpenCLEngine(StateMixin):
         self.k_kinematics = self.program.particle_kinematics
         self.k_scatter = self.program.scatter_to_buckets
         self.k_sort = self.program.sort_buckets
+        self.k_gather = self.program.gather_sorted
         self.k_contacts = self.program.contact_forces
         self.k_integrate = self.program.integrate_bodies
         self.scan = pyopencl.scan.ExclusiveScanKernel(self.context, np.uint32, "a+b", neutral="0")
@@ -235,9 +236,10 @@ class OpenCLEngine(StateMixin):
             q, (_round_up(P),), None, np.int32(P), self.b_particle_bucket, self.a_bucket_start.data,
             self.a_bucket_count.data, self.b_sorted))
         record("grid sort", self.k_sort(q, (_round_up(self.bucket_total),), None, np.int32(self.bucket_total),
-                                        self.a_bucket_start.data, self.b_sorted, self.b_pos, self.b_vel,
-                                        self.b_particle_body, self.b_particle_material,
-                                        self.b_sorted_pos, self.b_sorted_vel))
+                                        self.a_bucket_start.data, self.b_sorted))
+        record("grid gather", self.k_gather(q, (_round_up(P),), None, np.int32(P), self.b_sorted, self.b_pos,
+                                            self.b_vel, self.b_particle_body, self.b_particle_material,
+                                            self.b_sorted_pos, self.b_sorted_vel))
         h_in, h_out = self.history_in, 1 - self.history_in
         constants = np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius], dtype=np.float32)
         record("contacts", self.k_contacts(
