@@ -612,7 +612,7 @@ def build_ramp(frictions=RAMP_FRICTIONS, angle_deg: float = 30.0, ramp_length: f
         [(0, -w, 0), (0, -w, stairs_top), (x_top, -w, z_top), (x_top, -w, 0),
          (0, w, 0), (0, w, stairs_top), (x_top, w, z_top), (x_top, w, 0)],
         [(0, 1, 2, 3), (7, 6, 5, 4), (1, 5, 6, 2), (0, 4, 5, 1), (3, 2, 6, 7), (0, 3, 7, 4)])
-    ramp_mesh.materials.append(material("Ramp", color=(0.55, 0.5, 0.45), roughness=0.9))
+    ramp_mesh.materials.append(material("Ramp", color=(0.45, 0.28, 0.15), roughness=0.8))
     ramp = add_object("Ramp", ramp_mesh)
     set_prb(ramp, role="STATIC", friction=1.0, bounciness=BOUNCINESS)
     stairs = add_object("Stairs", stairs_mesh("Stairs", stair_steps, stair_d, stair_h, width))
@@ -642,7 +642,7 @@ def build_ramp(frictions=RAMP_FRICTIONS, angle_deg: float = 30.0, ramp_length: f
                              rotation=tuple(rot.to_euler()), color=colors[k % 4])
             set_prb(obj, role="DYNAMIC", friction=mu, bounciness=BOUNCINESS, mass_mode="DENSITY", density=1000.0)
             names.setdefault(mu, []).append(obj.name)
-    add_camera_and_lights((3.0, -19.0, 13.0), (-1.0, 0.0, 3.0), lens=30.0)
+    add_camera_and_lights((5.0, -18.0, 7.5), (-0.5, 0.0, 2.8), lens=28.0)
     set_scene_settings(scene, frame_end=frame_end)
     render_defaults(scene)
     critical = math.tan(angle) ** 2 / 1.0  # mu_cube below which sqrt(mu_cube * 1) < tan(angle)

@@ -263,8 +263,41 @@ def make_preview(blend, strip, frames, gif=None, mp4=None, animation_count=30, w
     return result
 
 
+def make_overview(items, out_path, width=320, height=180, samples=8, log=print) -> Path:
+    """One sheet with a row per .blend: ``items`` is a list of (blend path, [frames], label)."""
+    work = Path(tempfile.mkdtemp(prefix="prb_overview_"))
+    try:
+        paths, columns = [], max(len(frames) for _, frames, _ in items)
+        for k, (blend, frames, label) in enumerate(items):
+            open_blend(blend)
+            stills = render_frames(frames, work / f"row{k}", width, height, samples, label, log=log)
+            row = [stills[f] for f in sorted(stills)]
+            paths += row + [row[-1]] * (columns - len(row))
+        return compose_grid(paths, out_path, columns=columns)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description="Render a strip of frames (and a GIF/MP4) of a .blend headless.")
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv and argv[0] == "overview":
+        p = argparse.ArgumentParser(description="A sheet with one row of frames per baked .blend")
+        p.add_argument("overview")
+        p.add_argument("--output", required=True)
+        p.add_argument("--item", action="append", required=True, metavar="BLEND:F1,F2,...[:LABEL]")
+        p.add_argument("--width", type=int, default=320)
+        p.add_argument("--height", type=int, default=180)
+        p.add_argument("--samples", type=int, default=8)
+        args = p.parse_args(argv)
+        items = []
+        for item in args.item:
+            blend, frames, *label = item.split(":")
+            items.append((blend, [int(f) for f in frames.split(",")], label[0] if label else ""))
+        print(f"overview: {make_overview(items, args.output, args.width, args.height, args.samples)}")
+        return 0
+    p = argparse.ArgumentParser(description="Render a strip of frames (and a GIF/MP4) of a .blend headless. "
+                                            "'render_preview.py overview ...' makes a sheet of several files.")
     p.add_argument("blend")
     p.add_argument("--frames", type=int, nargs="+", default=[1, 40, 80, 120, 250])
     p.add_argument("--strip", required=True, help="output PNG")
