@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-bpy-$(BPY_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-core test-blender bench extension clean
+.PHONY: venv demo test test-core test-blender test-blender-versions bench bench-keys bench-convert extension gui-test clean
 
 venv: $(STAMP)
 
@@ -32,8 +32,32 @@ test-core: venv
 test-blender: venv
 	$(VPY) -m pytest tests/blender $(PYTEST_ARGS)
 
+## Test the Blender layer under the other supported bpy releases (each in its own venv).
+test-blender-versions:
+	$(MAKE) test-blender BPY_VERSION=4.2.23 VENV=.venv-bpy4.2
+	$(MAKE) test-blender BPY_VERSION=4.5.15 VENV=.venv-bpy4.5
+
+## Benchmarks: figures to JSON under out/ (never timed tests).
 bench: venv
 	$(VPY) bench/engine_bench.py
+
+bench-keys: venv
+	$(VPY) bench/bake_keys_bench.py
+
+bench-convert: venv
+	$(VPY) bench/convert_bench.py
+
+## The installable extension zip(s) with the wheels they need, in dist/.
+extension: venv
+	$(VPY) tools/build_extension.py
+
+## Real Blender 4.3 window under Xvfb (root, Debian 12; the first run builds a chroot, ~5 min).
+## GUI_OPENCL=debian-pocl (Debian's pocl-opencl-icd in that Blender), bundled (only the extension's
+## own PoCL; fails in distribution Blenders, see tests/gui/README.md) or workaround (diagnostic).
+GUI_OPENCL ?= debian-pocl
+GUI_SCREENSHOTS ?= 0
+gui-test: venv
+	PRB_GUI_OPENCL=$(GUI_OPENCL) PRB_SCREENSHOTS=$(GUI_SCREENSHOTS) tests/gui/run_gui_test.sh
 
 clean:
 	rm -rf $(VENV) out dist .pytest_cache

@@ -121,8 +121,8 @@ class PRB_OT_simulate_bake(bpy.types.Operator):
             wm.event_timer_remove(self._timer)
             self._timer = None
         wm.progress_end()
+        self._job = None  # first: with no job, _status(None) clears the texts instead of redrawing progress
         self._status(context, None)
-        self._job = None
 
     def modal(self, context, event):
         job = self._job

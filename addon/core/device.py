@@ -11,7 +11,11 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import shutil
+import sys
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 ENV_VARIABLE = "PRB_OPENCL_DEVICE"
@@ -27,6 +31,55 @@ INSTALL_HINT = (
     "Intel (intel-opencl-icd / compute-runtime), Apple (built in), or on Linux a CPU driver "
     "(Debian/Ubuntu package 'pocl-opencl-icd', or 'pip install pocl-binary-distribution')."
 )
+
+
+POCL_PLATFORM = "Portable Computing Language"
+POCL_TOOLCHAIN_HINT = (
+    "The CPU OpenCL driver (PoCL) links every kernel with the system's linker and C library, and "
+    "they are missing here ({missing}): install them (Debian/Ubuntu: apt install binutils gcc "
+    "libc6-dev), or install the distribution's PoCL package (pocl-opencl-icd), which brings them."
+)
+
+
+def pocl_toolchain_missing() -> list[str]:
+    """What PoCL needs to link kernels on Linux and cannot find (without it, PoCL aborts the process)."""
+    if not sys.platform.startswith("linux"):
+        return []
+    missing = []
+    if shutil.which("ld") is None:
+        missing.append("ld (binutils)")
+    if not any(glob.glob(p) for p in ("/usr/lib/gcc/*/*/libgcc.a", "/usr/lib64/gcc/*/*/libgcc.a",
+                                       "/usr/lib/gcc/*/*/libgcc_s.so")):
+        missing.append("libgcc (gcc)")
+    if not any(os.path.exists(p) for p in ("/usr/lib/x86_64-linux-gnu/libc.so", "/usr/lib64/libc.so",
+                                            "/usr/lib/libc.so", "/usr/lib/aarch64-linux-gnu/libc.so")):
+        missing.append("libc.so (libc6-dev)")
+    return missing
+
+
+def _expose_bundled_pocl() -> None:
+    """Make the PoCL that ships in pyopencl's wheel visible to whichever OpenCL loader is in the process.
+
+    pyopencl's own loader finds it, but a Blender built against the system's libOpenCL (Linux
+    distribution packages) resolves OpenCL to the system loader, which only reads
+    /etc/OpenCL/vendors. OCL_ICD_VENDORS pointing at a folder with the system's ICD files plus one
+    naming the bundled library serves both loaders. Set only when the user has not set it.
+    """
+    if os.environ.get("OCL_ICD_VENDORS") or not sys.platform.startswith("linux"):
+        return
+    try:
+        import pyopencl
+    except ImportError:
+        return
+    libs = Path(pyopencl.__file__).resolve().parent / ".libs"
+    bundled = sorted(libs.glob("libpocl*.so*"))
+    if not bundled:
+        return
+    folder = Path(tempfile.mkdtemp(prefix="prb-opencl-vendors-"))
+    for icd in glob.glob("/etc/OpenCL/vendors/*.icd"):
+        shutil.copy(icd, folder / Path(icd).name)
+    (folder / "prb-bundled-pocl.icd").write_text(str(bundled[0]) + "\n")
+    os.environ["OCL_ICD_VENDORS"] = str(folder)
 
 
 class OpenCLUnavailable(RuntimeError):
@@ -72,23 +125,35 @@ def _import_pyopencl():
 
 
 def list_devices() -> list[DeviceInfo]:
+    _expose_bundled_pocl()
     cl = _import_pyopencl()
     try:
         platforms = cl.get_platforms()
     except cl.Error as exc:  # "PLATFORM_NOT_FOUND_KHR" when no ICD is installed
         raise OpenCLUnavailable(f"No OpenCL platform found ({exc}). {INSTALL_HINT}{_nvidia_icd_hint()}") from exc
     devices = []
+    pocl_missing = None
     for pi, platform in enumerate(platforms):
+        if POCL_PLATFORM in platform.name:
+            # a kernel build would abort the whole process (Blender included): leave PoCL out
+            pocl_missing = pocl_toolchain_missing()
+            if pocl_missing:
+                log.warning(POCL_TOOLCHAIN_HINT.format(missing=", ".join(pocl_missing)))
+                continue
         try:
             platform_devices = platform.get_devices()
         except cl.Error:
             continue
         for di, device in enumerate(platform_devices):
+            if any(d.platform_name == platform.name and d.device_name == device.name for d in devices):
+                continue  # the same driver reached through two ICD files
             devices.append(DeviceInfo(
                 pi, di, platform.name, device.name,
                 bool(device.type & cl.device_type.GPU), int(device.global_mem_size),
             ))
     if not devices:
+        if pocl_missing:
+            raise OpenCLUnavailable(POCL_TOOLCHAIN_HINT.format(missing=", ".join(pocl_missing)) + _nvidia_icd_hint())
         raise OpenCLUnavailable(f"OpenCL platforms exist but expose no device. {INSTALL_HINT}{_nvidia_icd_hint()}")
     return devices
 
