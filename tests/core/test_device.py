@@ -1,0 +1,43 @@
+"""OpenCL device discovery and choice: selectors, fallbacks and the messages users get."""
+import pyopencl as cl
+import pytest
+
+from addon.core import device
+
+
+def test_selectors_pick_the_cpu_device_here():
+    devices = device.list_devices()
+    assert devices, "PoCL should provide a CPU device in the test environment"
+    cpu = device.choose_device("cpu")
+    assert not cpu.is_gpu
+    assert device.choose_device(cpu.selector) == cpu
+    assert device.choose_device(cpu.device_name[:10].lower()) == cpu
+    assert device.choose_device("auto") == cpu  # no GPU on CI: falls back to the CPU
+
+
+def test_unknown_selector_lists_what_exists():
+    with pytest.raises(device.OpenCLUnavailable, match="Available"):
+        device.choose_device("no-such-device-anywhere")
+
+
+def test_no_platform_names_what_to_install(monkeypatch):
+    def no_platforms():
+        raise cl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
+
+    monkeypatch.setattr(cl, "get_platforms", no_platforms)
+    with pytest.raises(device.OpenCLUnavailable) as info:
+        device.list_devices()
+    assert "pocl" in str(info.value).lower() and "NVIDIA" in str(info.value)
+
+
+def test_nvidia_library_without_icd_file_is_explained(monkeypatch):
+    monkeypatch.setattr(device.glob, "glob", lambda pattern: [pattern] if "nvidia" in pattern else [])
+    monkeypatch.setattr(cl, "get_platforms", lambda: [])
+    with pytest.raises(device.OpenCLUnavailable, match="OCL_ICD_VENDORS"):
+        device.list_devices()
+
+
+def test_pocl_without_its_linker_is_left_out_with_a_message(monkeypatch):
+    monkeypatch.setattr(device, "pocl_toolchain_missing", lambda: ["ld (binutils)"])
+    with pytest.raises(device.OpenCLUnavailable, match="binutils"):
+        device.list_devices()
