@@ -5,14 +5,17 @@ import pytest
 from addon.core import device
 
 
-def test_selectors_pick_the_cpu_device_here():
+def test_selectors_pick_devices():
     devices = device.list_devices()
-    assert devices, "PoCL should provide a CPU device in the test environment"
-    cpu = device.choose_device("cpu")
-    assert not cpu.is_gpu
-    assert device.choose_device(cpu.selector) == cpu
-    assert device.choose_device(cpu.device_name[:10].lower()) == cpu
-    assert device.choose_device("auto") == cpu  # no GPU on CI: falls back to the CPU
+    assert devices
+    first = devices[0]
+    assert device.choose_device(first.selector) == first
+    assert device.choose_device(first.device_name[:10].lower()).device_name == first.device_name
+    gpus = [d for d in devices if d.is_gpu]
+    # auto prefers a GPU and falls back to the CPU (CI has none: PoCL's CPU device)
+    assert device.choose_device("auto") == (gpus[0] if gpus else first)
+    if any(not d.is_gpu for d in devices):
+        assert not device.choose_device("cpu").is_gpu
 
 
 def test_unknown_selector_lists_what_exists():
