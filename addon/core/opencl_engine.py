@@ -181,8 +181,12 @@ class OpenCLEngine(StateMixin):
         upper = positions.max(axis=0) if P else np.zeros(3)
         self.grid_bits = choose_grid_bits(P, lower, upper, self.cell)
         self.bucket_total = 1 << sum(self.grid_bits)
-        self.a_bucket_count = cla.zeros(self.queue, self.bucket_total + 1, np.uint32)
-        self.a_bucket_start = cla.empty(self.queue, self.bucket_total + 1, np.uint32)
+        # the scan allocates temporaries on every call: a memory pool makes that free after the first
+        import pyopencl.tools
+
+        self.allocator = pyopencl.tools.MemoryPool(pyopencl.tools.ImmediateAllocator(self.queue))
+        self.a_bucket_count = cla.zeros(self.queue, self.bucket_total + 1, np.uint32, allocator=self.allocator)
+        self.a_bucket_start = cla.empty(self.queue, self.bucket_total + 1, np.uint32, allocator=self.allocator)
         self.queue.finish()
 
     def _upload_triangle_grid(self):
