@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
+from ..core.model import quaternion_to_matrix
+
 BAKE_MARK = "prb_bake"
 PREV_ACTION = "_prb_previous_action"
 PREV_SLOT = "_prb_previous_slot"
@@ -54,20 +56,9 @@ def has_bake(obj) -> bool:
 # numpy rotation helpers (Blender conventions: quaternions (w, x, y, z), column vectors)
 
 def quaternion_matrices(q: np.ndarray) -> np.ndarray:
+    """Rotation matrices of quaternions (w, x, y, z), normalised first (the core's conversion)."""
     q = np.asarray(q, dtype=np.float64)
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    m = np.empty(q.shape[:-1] + (3, 3))
-    m[..., 0, 0] = 1 - 2 * (y * y + z * z)
-    m[..., 0, 1] = 2 * (x * y - w * z)
-    m[..., 0, 2] = 2 * (x * z + w * y)
-    m[..., 1, 0] = 2 * (x * y + w * z)
-    m[..., 1, 1] = 1 - 2 * (x * x + z * z)
-    m[..., 1, 2] = 2 * (y * z - w * x)
-    m[..., 2, 0] = 2 * (x * z - w * y)
-    m[..., 2, 1] = 2 * (y * z + w * x)
-    m[..., 2, 2] = 1 - 2 * (x * x + y * y)
-    return m
+    return quaternion_to_matrix(q / np.linalg.norm(q, axis=-1, keepdims=True))
 
 
 def matrix_quaternions(m: np.ndarray) -> np.ndarray:
