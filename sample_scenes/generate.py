@@ -17,10 +17,11 @@ Scenes (all lengths in metres, Z up, 24 fps):
           1 km tall, so the cubes are split into a grid of such columns (default 10 x 10 columns of
           10), close enough to fall into one another.
 - towers: the seed's four towers of different sizes (fig. 6.12), here square towers of 1 m cubes
-          (1x1, 2x2, 3x3, 4x4 cubes across) that stand until a heavy cube thrown with an initial
-          velocity knocks the top off the second one.
+          (1x1x4, 2x2x6, 3x3x7, 4x4x8 cubes) that stand until a cube three times as dense, thrown
+          with an initial velocity, hits the second one after 1 s and brings it down.
 - mixed:  a few hundred mixed shapes (tori, spheres, Suzanne, curved "bananas", the seed's example
-          of a well-suited shape, fig. 8.1) poured into a static bowl (a triangle-mesh collider).
+          of a well-suited shape, fig. 8.1) poured into a static bowl (a triangle-mesh collider,
+          radius 6 m, 3 m deep), particle radius 8 cm (set in the file).
 - ramp:   cubes of different friction on a 30 degree ramp that ends in a flight of stairs: the rough
           ones stick, the slippery ones slide off and tumble down the stairs.
 - large:  N cubes (10k - 1M) in the dice pattern for benchmarks and GPUs; written only where asked
@@ -28,7 +29,9 @@ Scenes (all lengths in metres, Z up, 24 fps):
           bpy-free core ``Model`` for engine benchmarks.
 
 Each ``build_*`` function clears the current file, builds the scene and returns a dict describing
-it (object names by group, expected outcome parameters) that the tests use.
+it (object names by group, expected outcome parameters); ``--param KEY=JSON`` passes any of their
+keywords from the command line (the tests build smaller variants this way).
+Every object has bounciness 0.1, see BOUNCINESS.
 """
 from __future__ import annotations
 

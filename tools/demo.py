@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(ROOT / "out" / "demo"), help="output folder")
     p.add_argument("--device", help="OpenCL device for the bake (default: automatic)")
     p.add_argument("--no-animation", action="store_true", help="render the strip only")
-    p.add_argument("--animation-frames", type=int, default=30, help="frames in the GIF/MP4")
+    p.add_argument("--animation-frames", type=int, default=24, help="frames in the GIF/MP4")
     p.add_argument("--regenerate", action="store_true", help="rebuild dice.blend with the generator first")
     args = p.parse_args(argv)
     if args.frames < 2:
@@ -131,7 +131,8 @@ def main(argv=None) -> int:
     result = make_preview(baked, out / "dice_strip.png", frames,
                           gif=None if args.no_animation else out / "dice.gif",
                           mp4=None if args.no_animation else out / "dice.mp4",
-                          animation_count=args.animation_frames, label="Particle Rigid Bodies: 1000 dice",
+                          animation_count=args.animation_frames, animation_range=(1, args.frames),
+                          label="Particle Rigid Bodies: 1000 dice",
                           log=lambda s: print("   ", s, flush=True))
     timings["render preview"] = result["seconds"]
     total = time.perf_counter() - t_all

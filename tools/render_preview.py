@@ -14,6 +14,7 @@ The MP4 is encoded by Blender's built-in FFmpeg through the sequencer.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import shutil
@@ -33,7 +34,8 @@ def _bpy():
 
 def open_blend(path) -> None:
     bpy = _bpy()
-    bpy.ops.wm.open_mainfile(filepath=str(Path(path).resolve()), load_ui=False)
+    with quiet_stdout():
+        bpy.ops.wm.open_mainfile(filepath=str(Path(path).resolve()), load_ui=False)
 
 
 def configure_render(scene, width: int, height: int, samples: int, label: str = "") -> None:
@@ -84,6 +86,22 @@ def configure_render(scene, width: int, height: int, samples: int, label: str = 
     render.stamp_background = (0, 0, 0, 0.45)
 
 
+@contextlib.contextmanager
+def quiet_stdout():
+    """Silence Blender's per-frame render chatter ("Fra:", "Saved:") on the process's stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
 def render_frames(frames, out_dir, width=480, height=270, samples=8, label="", log=print) -> dict:
     """Render the open file's camera at each frame into out_dir/frame_NNNN.png; {frame: path}."""
     bpy = _bpy()
@@ -99,7 +117,10 @@ def render_frames(frames, out_dir, width=480, height=270, samples=8, label="", l
         scene.frame_set(frame)
         path = out_dir / f"frame_{frame:04d}.png"
         scene.render.filepath = str(path)
-        bpy.ops.render.render(write_still=True)
+        with quiet_stdout():
+            bpy.ops.render.render(write_still=True)
+        if not path.exists():
+            raise RuntimeError(f"rendering frame {frame} wrote no image")
         paths[frame] = path
         log(f"  rendered frame {frame} ({k + 1}/{len(set(frames))}) in {time.perf_counter() - start:.1f} s")
     return paths
@@ -204,7 +225,7 @@ def write_mp4(paths, out_path, fps=24, log=print) -> Path | None:
         scene.render.filepath = str(out_path)
         scene.render.use_file_extension = False
         window_scene = bpy.context.scene
-        with bpy.context.temp_override(scene=scene):
+        with bpy.context.temp_override(scene=scene), quiet_stdout():
             bpy.ops.render.render(animation=True, scene=scene.name)
         del window_scene
         if not out_path.exists() or out_path.stat().st_size == 0:
@@ -230,8 +251,9 @@ def animation_frames(first: int, last: int, count: int) -> list[int]:
 
 def make_preview(blend, strip, frames, gif=None, mp4=None, animation_count=30, width=480, height=270,
                  samples=8, columns=None, anim_width=None, anim_height=None, label="", keep_frames=None,
-                 log=print) -> dict:
-    """Render ``frames`` into a strip PNG, and (optionally) an animation over the scene's range.
+                 animation_range=None, log=print) -> dict:
+    """Render ``frames`` into a strip PNG, and (optionally) an animation over ``animation_range``
+    (first, last) frames, by default the scene's frame range.
 
     Returns {'strip': path, 'gif': path|None, 'mp4': path|None, 'seconds': float, 'frames': [...]}.
     """
@@ -247,7 +269,8 @@ def make_preview(blend, strip, frames, gif=None, mp4=None, animation_count=30, w
         result["strip"] = compose_grid([stills[f] for f in sorted(stills)], strip, columns=columns)
         if gif or mp4:
             aw, ah = anim_width or width * 2 // 3, anim_height or height * 2 // 3
-            aframes = animation_frames(scene.frame_start, scene.frame_end, animation_count)
+            first, last = animation_range or (scene.frame_start, scene.frame_end)
+            aframes = animation_frames(first, last, animation_count)
             log(f"rendering {len(aframes)} frames for the animation ({aw}x{ah})")
             anim = render_frames(aframes, work / "anim", aw, ah, samples, label, log=log)
             ordered = [anim[f] for f in aframes]
@@ -305,6 +328,8 @@ def main(argv=None) -> int:
     p.add_argument("--gif", help="output animated GIF (needs Pillow)")
     p.add_argument("--mp4", help="output MP4 (Blender's FFmpeg)")
     p.add_argument("--animation-frames", type=int, default=30, help="frames in the GIF/MP4")
+    p.add_argument("--animation-range", type=int, nargs=2, metavar=("FIRST", "LAST"),
+                   help="frames the GIF/MP4 spans (default: the scene's frame range)")
     p.add_argument("--width", type=int, default=480)
     p.add_argument("--height", type=int, default=270)
     p.add_argument("--samples", type=int, default=8)
@@ -313,7 +338,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     res = make_preview(args.blend, args.strip, args.frames, gif=args.gif, mp4=args.mp4,
                        animation_count=args.animation_frames, width=args.width, height=args.height,
-                       samples=args.samples, columns=args.columns, label=args.label, keep_frames=args.keep_frames)
+                       samples=args.samples, columns=args.columns, label=args.label, keep_frames=args.keep_frames,
+                       animation_range=args.animation_range)
     for key in ("strip", "gif", "mp4"):
         if res[key]:
             print(f"{key}: {res[key]}")
