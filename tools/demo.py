@@ -87,6 +87,9 @@ def main(argv=None) -> int:
 
     # 2. bake with the real CLI
     baked = out / "dice_baked.blend"
+    for old in (baked, baked.with_suffix(".blend1")):  # a fresh result, no backup of the last one
+        if old.exists():
+            old.unlink()
     note = "" if args.frames >= 250 else f" (the scene's range is 1..250; {args.frames} frames keep the demo short)"
     print(f"[2/4] baking frames 1..{args.frames} headless with addon/cli.py{note}", flush=True)
     cmd = [py, "addon/cli.py", "--scene", str(SCENE), "--output", str(baked), "--overwrite",
