@@ -53,7 +53,7 @@ SCENES = ("dice", "towers", "mixed", "ramp")
 FPS = 24
 # Bounciness (restitution) of every object: a little bounce, about right for wooden blocks. (It was
 # chosen above 0 because e = 0, the largest dashpot damping, made landings gain energy in the engine
-# of that time; engine commit 40b15ae fixed that, and a 2 cm drop with e = 0 now lands cleanly. The
+# of that time; the engine has been fixed since, and a 2 cm drop with e = 0 now lands cleanly. The
 # scenes and their tests are tuned and checked with 0.1.)
 BOUNCINESS = 0.1
 
