@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-bpy-$(BPY_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-core test-blender test-blender-versions bench bench-keys bench-convert extension gui-test clean
+.PHONY: scenes venv demo test test-core test-blender test-blender-versions bench bench-keys bench-convert extension gui-test clean
 
 venv: $(STAMP)
 
@@ -36,6 +36,12 @@ test-blender: venv
 test-blender-versions:
 	$(MAKE) test-blender BPY_VERSION=4.2.23 VENV=.venv-bpy4.2
 	$(MAKE) test-blender BPY_VERSION=4.5.15 VENV=.venv-bpy4.5
+
+## Regenerate sample_scenes/*.blend with the oldest supported Blender (bpy 4.2), so that every
+## supported version can open them (files saved by 5.0 do not open in 4.x).
+scenes:
+	$(MAKE) venv BPY_VERSION=4.2.23 VENV=.venv-bpy4.2
+	PYTHONPATH=. .venv-bpy4.2/bin/python sample_scenes/generate.py
 
 ## Benchmarks: figures to JSON under out/ (never timed tests).
 bench: venv
