@@ -169,7 +169,7 @@ def frame_timing(stamps: list[float]) -> dict:
 
 # ------------------------------------------------------------------------------------------------
 # (a) Blender's rigid-body world
-def run_blender(count: int, frames: int, seed: int) -> dict:
+def run_blender(count: int, frames: int, seed: int, friction: float = FRICTION) -> dict:
     t_build = time.perf_counter()
     scene, cubes, ground = build_scene(count, frames, seed)
     with bpy.context.temp_override(**view3d_override()):
@@ -183,12 +183,12 @@ def run_blender(count: int, frames: int, seed: int) -> dict:
     for obj in cubes + [ground]:
         rb = obj.rigid_body
         rb.collision_shape = "BOX"
-        rb.friction = FRICTION
+        rb.friction = friction
         rb.restitution = BOUNCINESS
         if rb.type == "ACTIVE":
             rb.mass = DENSITY * 1.0
             rb.linear_damping, rb.angular_damping = LINEAR_DAMPING, ANGULAR_DAMPING
-    settings = {"substeps_per_frame": rbw.substeps_per_frame, "solver_iterations": rbw.solver_iterations,
+    settings = {"friction": friction, "substeps_per_frame": rbw.substeps_per_frame, "solver_iterations": rbw.solver_iterations,
                 "collision_margin": cubes[0].rigid_body.collision_margin,
                 "use_margin": cubes[0].rigid_body.use_margin}
     build_s = time.perf_counter() - t_build
@@ -403,6 +403,8 @@ def plot(report: dict, path: Path) -> None:
             ax.bar_label(bars, fmt="%.3g", fontsize=8)
         ax.set_xticks(x, [f"{n} cubes" for n in sizes])
         ax.set_yscale("log")
+        lows = [r[e + "_summary"][key]["min"] for r in report["results"] for e in ("blender", "ours")]
+        ax.set_ylim(bottom=min(lows) / 3)
         ax.set_title(label)
     axes[0].legend(fontsize=8, loc="upper left")
     ax = axes[2]
@@ -440,6 +442,8 @@ def main(argv=None) -> int:
     p.add_argument("--frames", type=int, default=250, help="frame range 1..F for both engines")
     p.add_argument("--repeat", type=int, default=1, help="runs of each engine per size (spread)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--blender-friction", type=float, default=FRICTION,
+                   help="Blender's friction setting (Bullet multiplies the pair: 0.7071 gives an effective 0.5 as ours)")
     p.add_argument("--device", default="cpu", help="OpenCL device selector for ours (default: cpu)")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="also profile ours at N cubes")
     p.add_argument("--profile-frames", type=int, default=3)
@@ -462,7 +466,7 @@ def main(argv=None) -> int:
             "frames": args.frames, "frame_rate": 24, "sizes": args.sizes, "repeat": args.repeat,
             "scene": {"cube_side_m": 1.0, "spacing_m": SPACING, "rotations": "uniform random", "seed": args.seed,
                       "ground": "100 x 100 x 1 m box, top at z=0 (Blender: passive, box shape; ours: static collider)",
-                      "friction": FRICTION, "bounciness": BOUNCINESS, "density_kg_m3": DENSITY,
+                      "friction": FRICTION, "blender_friction_setting": args.blender_friction, "bounciness": BOUNCINESS, "density_kg_m3": DENSITY,
                       "linear_damping": LINEAR_DAMPING, "angular_damping": ANGULAR_DAMPING,
                       "friction_combination": "Bullet multiplies the two objects' friction (0.5*0.5 = 0.25 cube-cube); "
                                               "ours uses sqrt(mu_a*mu_b) = 0.5",
@@ -479,7 +483,7 @@ def main(argv=None) -> int:
         for count in args.sizes:
             entry = {"cubes": count, "blender": [], "ours": []}
             for rep in range(args.repeat):
-                for name, fn in (("blender", lambda: run_blender(count, args.frames, args.seed)),
+                for name, fn in (("blender", lambda: run_blender(count, args.frames, args.seed, args.blender_friction)),
                                  ("ours", lambda: run_ours(count, args.frames, args.seed, args.device))):
                     load = os.getloadavg()[0]
                     r = fn()
