@@ -107,7 +107,9 @@ def _draw():
             _state["shader"] = shader
         batch = batch_for_shader(shader, "POINTS", {"pos": points.astype(np.float32)})
         gpu.state.point_size_set(POINT_SIZE)
-        gpu.state.depth_test_set("LESS_EQUAL")
+        # on top of everything: the particles sit inside the bodies' own surfaces, so with a depth
+        # test a solid-shaded viewport hides them all (seen in a real window)
+        gpu.state.depth_test_set("NONE")
         gpu.state.blend_set("ALPHA")
         shader.bind()
         shader.uniform_float("color", POINT_COLOR)

@@ -17,6 +17,7 @@ v, sb, win = st["view3d"], st["sidebar"], st["window"]
 view = (v["w"], win["h"] - v["y"], v["x"], v["y"])           # viewport down to the window's bottom
 panel = (sb["w"], min(sb["h"], 520), sb["x"], sb["y"])        # the sidebar's top part
 shots = [("01_ready.png", "gui_1_before.png", view, 1100),
+         ("00_preview.png", "gui_0_preview.png", view, 1100),
          ("01_ready.png", "gui_panel.png", panel, None),
          ("02_during.png", "gui_2_during.png", view, 1100),
          ("03_after.png", "gui_3_after.png", view, 1100),

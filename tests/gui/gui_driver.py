@@ -88,11 +88,12 @@ def screenshot(name):
     return path
 
 
-def find_button(target):
-    """Screen (x, y) of the operator button whose Python command contains `target`."""
+def find_button(target, across=0.5):
+    """Screen (x, y) of the operator button whose Python command contains `target`, probing the
+    sidebar at `across` of its width (0.5: full-width buttons; 0.75: the right one of a pair)."""
     s = status()
     sb = s["sidebar"]
-    x = sb["x"] + (sb["w"] - 30) // 2
+    x = sb["x"] + int((sb["w"] - 30) * across)
     tried = set()
     # Top to bottom through the sidebar, 10 px apart (Blender's buttons are ~20 px high at scale 1).
     for y in range(sb["y"] + 8, sb["y"] + sb["h"] - 8, 10):
@@ -181,6 +182,22 @@ def run(result):
     xdo("mousemove", v["x"] + v["w"] // 3, v["y"] + v["h"] // 2)  # the user's mouse over the viewport
     time.sleep(0.5)
     screenshot("01_ready.png")
+    # the particle preview: what the selected bodies will be made of, drawn in the viewport
+    px, py = find_button("prb.toggle_preview", across=0.75)
+    xdo("mousemove", px, py)
+    time.sleep(0.3)
+    xdo("click", "1")
+    s = wait_for(lambda s: (s.get("preview") or {}).get("enabled") and s["preview"]["points"] > 0, 30,
+                 "the particle preview to draw points")
+    result["preview_points"] = s["preview"]["points"]
+    xdo("mousemove", v["x"] + v["w"] // 3, v["y"] + v["h"] // 2)
+    time.sleep(1.5)
+    screenshot("00_preview.png")
+    xdo("mousemove", px, py)
+    time.sleep(0.3)
+    xdo("click", "1")
+    wait_for(lambda s: not (s.get("preview") or {}).get("enabled"), 30, "the preview to switch off")
+    log(f"preview drew {result['preview_points']} points, switched off again")
     bx, by = find_button(A.operator)
     result["button"] = [bx, by]
     xdo("mousemove", bx, by)

@@ -8,6 +8,7 @@ baked keys) and executes simple commands the driver writes to $PRB_GUI_OUT/cmd.j
 (set the frame, save a copy of the file, collect the reports, quit).
 """
 import json
+import sys
 import math
 import os
 import time
@@ -72,6 +73,16 @@ def bake_summary():
         out[ob.name] = {"action": act.name, "fcurves": len(keys), "max_keys": max(keys, default=0),
                         "paths": sorted({fc.data_path for fc in fcs})}
     return out
+
+
+def preview_summary():
+    """The installed add-on's particle preview: on or off, and how many points it draws."""
+    for name, module in list(sys.modules.items()):
+        if name.endswith("addon.blender.preview") and hasattr(module, "is_enabled"):
+            cache = getattr(module, "_cache", {})
+            return {"enabled": bool(module.is_enabled()),
+                    "points": int(sum(len(entry[1]) for entry in cache.values()))}
+    return None
 
 
 def modal_ops(window):
@@ -220,6 +231,7 @@ def tick():
         state["frame_end"] = bpy.context.scene.frame_end
         state["selected"] = [o.name for o in bpy.context.selected_objects]
         state["bake"] = bake_summary()
+        state["preview"] = preview_summary()
         # how far the bodies have moved in the viewport (the add-on's live preview while baking)
         obs = bpy.context.scene.objects
         state["moved"] = max(((obs[n].matrix_world.translation - p).length
