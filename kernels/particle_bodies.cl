@@ -184,7 +184,7 @@ inline void add_contact(
     float mass_i, float mass_j, int mat_i, int mat_j,
     __global const float *pair_damping_ratio, __global const float *pair_friction,
     __global const float *pair_rolling,
-    const int *old_key, const float3 *old_xi,
+    const int *old_key, __global const float4 *old_xi,
     __global int *new_key, __global float4 *new_xi, int *slots_used,
     float3 *force, float3 *torque)
 {
@@ -203,7 +203,8 @@ inline void add_contact(
     for (int s = 0; s < FRICTION_SLOTS; ++s) {
         if (old_key[s] == EMPTY_SLOT) break;
         if (old_key[s] == key) {
-            xi = old_xi[s] - dot(old_xi[s], n) * n;
+            float3 stored = old_xi[s].xyz;
+            xi = stored - dot(stored, n) * n;
             break;
         }
     }
@@ -330,13 +331,14 @@ __kernel void contact_forces(
     float diameter = 2.0f * cc.radius;
     float diameter2 = diameter * diameter;
 
+    // keys in private memory, springs read from global memory only on a match: keeping all
+    // eight springs in private memory cost registers (spills) on the GPU
     int old_key[FRICTION_SLOTS];
-    float3 old_xi[FRICTION_SLOTS];
     for (int k = 0; k < FRICTION_SLOTS; ++k) {
         old_key[k] = history_key_in[i * FRICTION_SLOTS + k];
-        old_xi[k] = history_xi_in[i * FRICTION_SLOTS + k].xyz;
         if (old_key[k] == EMPTY_SLOT) break;
     }
+    __global const float4 *old_xi = history_xi_in + i * FRICTION_SLOTS;
     __global int *new_key = history_key_out + i * FRICTION_SLOTS;
     __global float4 *new_xi = history_xi_out + i * FRICTION_SLOTS;
     int slots_used = 0;
@@ -392,7 +394,9 @@ __kernel void contact_forces(
         }
     }
     // triangles: pass 0 takes face contacts; pass 1, only if there were none, edge and vertex
-    // contacts, each distinct closest point once
+    // contacts, each distinct closest point once. Compiled out for scenes without meshes (its
+    // private arrays cost registers).
+#if HAS_TRIANGLES
     {
         uint h = triangle_bucket(convert_int3_sat_rtn(p_i * triangle_inv_cell), triangle_mask);
         uint bucket_begin = triangle_bucket_start[h];
@@ -438,6 +442,7 @@ __kernel void contact_forces(
             }
         }
     }
+#endif
     if (slots_used < FRICTION_SLOTS) new_key[slots_used] = EMPTY_SLOT;
     particle_force[i] = (float4)(force, 0.0f);
     // torque about the body's centre of mass (eq. 5.22 plus the contacts' own couples)

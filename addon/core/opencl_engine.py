@@ -84,7 +84,8 @@ class OpenCLEngine(StateMixin):
         material_count = len(model.materials)
         options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DMATERIAL_COUNT={material_count}",
                    f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f",
-                   f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f", "-cl-denorms-are-zero"]
+                   f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f",
+                   f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}", "-cl-denorms-are-zero"]
         self.program = cl.Program(self.context, KERNEL_FILE.read_text()).build(options=options)
         self.k_kinematics = self.program.particle_kinematics
         self.k_scatter = self.program.scatter_to_buckets
