@@ -1,6 +1,8 @@
 """Sidebar tab "Particle Bodies" in the 3D viewport, and the per-object panel in Object properties."""
 from __future__ import annotations
 
+import textwrap
+
 import bpy
 
 from . import bake, properties
@@ -75,26 +77,13 @@ class PRB_PT_main(bpy.types.Panel):
         problem = properties.opencl_problem()
         if problem:
             col.label(text="No OpenCL device: see the tooltip of Device", icon="ERROR")
-            for line in _wrap(problem, 60)[:4]:
+            for line in textwrap.wrap(problem, 60, break_long_words=False, break_on_hyphens=False)[:4]:
                 col.label(text=line)
         else:
             col.label(text=f"Device: {properties.device_label(scene.prb_settings.device)}", icon="DESKTOP")
         baked = sum(1 for o in scene.objects if bake.has_bake(o))
         if baked:
             col.label(text=f"{baked} object{'s' if baked != 1 else ''} baked", icon="KEYFRAME")
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    lines, line = [], ""
-    for word in text.split():
-        if line and len(line) + 1 + len(word) > width:
-            lines.append(line)
-            line = word
-        else:
-            line = f"{line} {word}".strip()
-    if line:
-        lines.append(line)
-    return lines
 
 
 class PRB_PT_scene(bpy.types.Panel):
