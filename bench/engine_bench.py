@@ -22,10 +22,12 @@ from addon.core import SimulationSettings  # noqa: E402
 from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from bench.scenes import cube_pile  # noqa: E402
 
-# Fewest bytes one substep must move per particle (each buffer read or written once): kinematics
-# 60 (offset, body, position/velocity/bucket out, count), grid 32, contacts 84 (index, position,
-# velocity, body, material, friction history in/out headers, force and torque out), bodies 48.
-BYTES_PER_PARTICLE_STEP = 224
+# Fewest bytes one substep must move per particle (each buffer read or written once, friction
+# history counted for its key header only): buckets 32 (offset, body, bucket out, count), scan 16
+# (~1.5 buckets per particle, read and written), scatter 20, sort+gather 88 (indices, offset,
+# body, material; position/velocity/omega out), contacts+bodies 108 (offset, material, the three
+# bucket-ordered copies, key headers in and out).
+BYTES_PER_PARTICLE_STEP = 264
 
 
 def run_size(count: int, device: str | None, seconds: float, warmup_steps: int) -> dict:

@@ -2,8 +2,11 @@
 // with friction, restitution-derived damping, an unbounded hashed grid and deterministic order.
 // The NumPy specification of every kernel is addon/core/reference.py; keep them in step.
 //
-// Host-provided defines: FRICTION_SLOTS, MATERIAL_COUNT, ROLLING_REGULARIZATION, DUPLICATE_POINT_TOLERANCE. The grid's shape (bits per axis) is a
-// kernel argument so the host can re-fit it to the scene without rebuilding the program.
+// Host-provided defines: FRICTION_SLOTS, MATERIAL_COUNT, ROLLING_REGULARIZATION,
+// DUPLICATE_POINT_TOLERANCE, HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE. The grid's shape (bits per
+// axis) is a kernel argument so the host can re-fit it to the scene without rebuilding the program.
+// Kernels per substep: particle_buckets, scan_groups, scan_group_totals, scatter_to_buckets,
+// sort_and_gather, body_contacts_and_integrate.
 // Vectors are stored as float4 (w unused) for alignment; quaternions as float4 (x, y, z, w) with
 // w in .w, i.e. OpenCL's natural layout, converted on the host from Blender's (w, x, y, z).
 
@@ -61,9 +64,17 @@ inline uint bucket_of(int3 c, int4 bits)
 }
 
 // ---------------------------------------------------------------------------------------------
-// 1. particle kinematics (seed step 5) and bucket counting (step 1)
+// 1. bucket of every particle (seed step 1), counted per bucket. Positions are not stored here:
+// the gather (4) recomputes them in bucket order, which moves fewer bytes than writing and
+// re-reading them.
 
-__kernel void particle_kinematics(
+inline float3 particle_world_position(int b, float3 offset, __global const float4 *body_position,
+                                      __global const float4 *body_orientation)
+{
+    return (b == STATIC_BODY) ? offset : body_position[b].xyz + quat_rotate(body_orientation[b], offset);
+}
+
+__kernel void particle_buckets(
     const int particle_count,
     const float inv_cell,
     const int4 grid_bits,
@@ -71,61 +82,126 @@ __kernel void particle_kinematics(
     __global const int *particle_body,
     __global const float4 *body_position,
     __global const float4 *body_orientation,
-    __global const float4 *body_velocity,
-    __global const float4 *body_angular_velocity,
-    __global float4 *particle_position,
-    __global float4 *particle_velocity,
     __global uint *particle_bucket,
     __global uint *bucket_count)
 {
     int i = get_global_id(0);
     if (i >= particle_count) return;
-    int b = particle_body[i];
-    float3 p, v;
-    if (b == STATIC_BODY) {
-        p = particle_offset[i].xyz;
-        v = (float3)(0.0f);
-    } else {
-        float3 r = quat_rotate(body_orientation[b], particle_offset[i].xyz);
-        p = body_position[b].xyz + r;
-        v = body_velocity[b].xyz + cross(body_angular_velocity[b].xyz, r);
-    }
-    particle_position[i] = (float4)(p, 0.0f);
-    particle_velocity[i] = (float4)(v, 0.0f);
+    float3 p = particle_world_position(particle_body[i], particle_offset[i].xyz, body_position, body_orientation);
     uint h = bucket_of(cell_of(p, inv_cell), grid_bits);
     particle_bucket[i] = h;
     atomic_inc(&bucket_count[h]);
 }
 
-// 2. (host) exclusive scan of bucket_count into bucket_start; bucket_start[table] = particle_count
+// 2. exclusive scan of bucket_count in two launches: each work-group scans SCAN_GROUP_ITEMS
+// counts and writes its total; one work-group then scans the totals. The third pass of a usual
+// scan (adding each group's offset) is folded into bucket_begin(), which every reader calls.
+// Hand-written because pyopencl's ExclusiveScanKernel costs ~0.45 ms of host time per call
+// (measured with PoCL on the 2-core dev machine; the kernel calls themselves ~10 us with pre-set
+// arguments), more than a whole substep's device work below 100k bodies on a GPU.
+#define SCAN_LOCAL_SIZE 256
+#define SCAN_PER_ITEM 8
+#define SCAN_GROUP_ITEMS (SCAN_LOCAL_SIZE * SCAN_PER_ITEM)
+
+inline uint bucket_begin(uint h, __global const uint *scan_local, __global const uint *group_offset)
+{
+    return scan_local[h] + group_offset[h / SCAN_GROUP_ITEMS];
+}
+
+// inclusive scan of one value per work-item across the work-group (Hillis-Steele, local memory)
+inline uint work_group_inclusive_scan(uint value, __local uint *scratch)
+{
+    uint lid = get_local_id(0);
+    scratch[lid] = value;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint stride = 1; stride < SCAN_LOCAL_SIZE; stride <<= 1) {
+        uint add = (lid >= stride) ? scratch[lid - stride] : 0u;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        scratch[lid] += add;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    return scratch[lid];
+}
+
+__kernel __attribute__((reqd_work_group_size(SCAN_LOCAL_SIZE, 1, 1)))
+void scan_groups(__global const uint *count, __global uint *scan_local, __global uint *group_total)
+{
+    __local uint scratch[SCAN_LOCAL_SIZE];
+    uint base = get_global_id(0) * SCAN_PER_ITEM;   // arrays are padded to whole groups
+    uint values[SCAN_PER_ITEM];
+    uint sum = 0u;
+    for (int k = 0; k < SCAN_PER_ITEM; ++k) {
+        values[k] = count[base + k];
+        sum += values[k];
+    }
+    uint running = work_group_inclusive_scan(sum, scratch) - sum;
+    for (int k = 0; k < SCAN_PER_ITEM; ++k) {
+        scan_local[base + k] = running;
+        running += values[k];
+    }
+    if (get_local_id(0) == SCAN_LOCAL_SIZE - 1) group_total[get_group_id(0)] = running;
+}
+
+// one work-group: group totals -> exclusive group offsets, in place
+__kernel __attribute__((reqd_work_group_size(SCAN_LOCAL_SIZE, 1, 1)))
+void scan_group_totals(const uint group_count, __global uint *group_offset)
+{
+    __local uint scratch[SCAN_LOCAL_SIZE];
+    uint lid = get_local_id(0);
+    uint carry = 0u;
+    for (uint base = 0; base < group_count; base += SCAN_LOCAL_SIZE) {
+        uint k = base + lid;
+        uint value = (k < group_count) ? group_offset[k] : 0u;
+        uint inclusive = work_group_inclusive_scan(value, scratch);
+        if (k < group_count) group_offset[k] = carry + inclusive - value;
+        carry += scratch[SCAN_LOCAL_SIZE - 1];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
 
 // 3. counting-sort scatter. atomic_dec hands out the slots of a bucket in an order that depends on
 // thread timing, and leaves bucket_count at zero for the next substep.
 __kernel void scatter_to_buckets(
     const int particle_count,
     __global const uint *particle_bucket,
-    __global const uint *bucket_start,
+    __global const uint *scan_local,
+    __global const uint *group_offset,
     __global uint *bucket_count,
     __global int *sorted_particle)
 {
     int i = get_global_id(0);
     if (i >= particle_count) return;
     uint h = particle_bucket[i];
-    uint slot = bucket_start[h] + atomic_dec(&bucket_count[h]) - 1u;
+    uint slot = bucket_begin(h, scan_local, group_offset) + atomic_dec(&bucket_count[h]) - 1u;
     sorted_particle[slot] = i;
 }
 
 // 4. ...so each bucket is then sorted by particle index: neighbours are always visited in the same
 // order and forces summed in the same order, and two runs on one device give identical results.
-__kernel void sort_buckets(
+// The same work-item then writes what the neighbour search reads into bucket order: position
+// (body index in .w), velocity (material in .w) and the body's angular velocity (particle index
+// in .w), so the contact kernel reads neighbours from consecutive addresses and never reads
+// another body's state (that body may be integrating at the same time).
+__kernel void sort_and_gather(
     const int bucket_total,
-    __global const uint *bucket_start,
-    __global int *sorted_particle)
+    __global const uint *scan_local,
+    __global const uint *group_offset,
+    __global int *sorted_particle,
+    __global const float4 *particle_offset,
+    __global const int *particle_body,
+    __global const int *particle_material,
+    __global const float4 *body_position,
+    __global const float4 *body_orientation,
+    __global const float4 *body_velocity,
+    __global const float4 *body_angular_velocity,
+    __global float4 *sorted_position,
+    __global float4 *sorted_velocity,
+    __global float4 *sorted_omega)
 {
     int h = get_global_id(0);
     if (h >= bucket_total) return;
-    uint begin = bucket_start[h];
-    uint end = bucket_start[h + 1];
+    uint begin = bucket_begin(h, scan_local, group_offset);
+    uint end = bucket_begin(h + 1, scan_local, group_offset);
     for (uint a = begin + 1; a < end; ++a) {
         int key = sorted_particle[a];
         uint b = a;
@@ -135,26 +211,24 @@ __kernel void sort_buckets(
         }
         sorted_particle[b] = key;
     }
-}
-
-// 4b. copy what the neighbour search reads into bucket order (position with the body index in .w,
-// velocity with the material in .w), so the contact kernel reads neighbours from consecutive
-// addresses instead of chasing indices.
-__kernel void gather_sorted(
-    const int particle_count,
-    __global const int *sorted_particle,
-    __global const float4 *particle_position,
-    __global const float4 *particle_velocity,
-    __global const int *particle_body,
-    __global const int *particle_material,
-    __global float4 *sorted_position,
-    __global float4 *sorted_velocity)
-{
-    int a = get_global_id(0);
-    if (a >= particle_count) return;
-    int i = sorted_particle[a];
-    sorted_position[a] = (float4)(particle_position[i].xyz, as_float(particle_body[i]));
-    sorted_velocity[a] = (float4)(particle_velocity[i].xyz, as_float(particle_material[i]));
+    for (uint a = begin; a < end; ++a) {
+        int i = sorted_particle[a];
+        int b = particle_body[i];
+        float3 p, v, w;
+        if (b == STATIC_BODY) {
+            p = particle_offset[i].xyz;
+            v = (float3)(0.0f);
+            w = (float3)(0.0f);
+        } else {
+            float3 r = quat_rotate(body_orientation[b], particle_offset[i].xyz);
+            p = body_position[b].xyz + r;
+            w = body_angular_velocity[b].xyz;
+            v = body_velocity[b].xyz + cross(w, r);
+        }
+        sorted_position[a] = (float4)(p, as_float(b));
+        sorted_velocity[a] = (float4)(v, as_float(particle_material[i]));
+        sorted_omega[a] = (float4)(w, as_float(i));
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -178,13 +252,15 @@ typedef struct {
 
 // One contact seen from particle i. n points from i towards the other side. Adds to force/torque
 // and records the friction spring in the next free slot. Mirrors ReferenceEngine._contact.
+// Friction history is slot-major (slot s of particle i at s * stride + i, stride = particle count)
+// so the lanes of a body, which hold consecutive particles, read and write it coalesced.
 inline void add_contact(
     ContactConstants cc, int key, float3 n, float overlap,
     float3 vel_i, float3 omega_i, float3 vel_j, float3 omega_j,
     float mass_i, float mass_j, int mat_i, int mat_j,
     __global const float *pair_damping_ratio, __global const float *pair_friction,
     __global const float *pair_rolling,
-    const int *old_key, __global const float4 *old_xi,
+    const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used,
     float3 *force, float3 *torque)
 {
@@ -203,7 +279,7 @@ inline void add_contact(
     for (int s = 0; s < FRICTION_SLOTS; ++s) {
         if (old_key[s] == EMPTY_SLOT) break;
         if (old_key[s] == key) {
-            float3 stored = old_xi[s].xyz;
+            float3 stored = old_xi[s * stride].xyz;
             xi = stored - dot(stored, n) * n;
             break;
         }
@@ -217,8 +293,8 @@ inline void add_contact(
         xi = -(f_t + damping_t * v_t) / cc.tangential_stiffness;
     }
     if (*slots_used < FRICTION_SLOTS) {
-        new_key[*slots_used] = key;
-        new_xi[*slots_used] = (float4)(xi, 0.0f);
+        new_key[*slots_used * stride] = key;
+        new_xi[*slots_used * stride] = (float4)(xi, 0.0f);
         *slots_used += 1;
     }
     *force += -fn * n + f_t;
@@ -278,69 +354,37 @@ inline uint triangle_bucket(int3 c, uint mask)
     return (((uint)c.x * 73856093u) ^ ((uint)c.y * 19349663u) ^ ((uint)c.z * 83492791u)) & mask;
 }
 
-__kernel void contact_forces(
-    const int particle_count,
-    const int plane_count,
-    const float inv_cell,
-    const int4 grid_bits,
-    const float4 contact_constants,             // stiffness, tangential stiffness, substep, radius
-    __global const int *sorted_particle,
-    __global const uint *bucket_start,
-    __global const float4 *sorted_position,      // .w: body index bits
-    __global const float4 *sorted_velocity,      // .w: material index bits
-    __global const float4 *body_position,
-    __global const float *body_contact_mass,
-    __global const float4 *body_angular_velocity,
-    __global const float4 *plane_point,
-    __global const float4 *plane_normal,
-    __global const int *plane_material,
-    __global const float *pair_damping_ratio,
-    __global const float *pair_friction,
-    __global const float *pair_rolling,
-    const int large_triangle_count,
-    const float triangle_inv_cell,
-    const uint triangle_mask,
-    const float collider_tau,                   // seconds since the collider vertices were set
-    __global const int4 *triangle_vertices,     // v0, v1, v2, material
-    __global const float4 *collider_vertex,
-    __global const float4 *collider_velocity,
-    __global const int *large_triangles,
-    __global const uint *triangle_bucket_start,
-    __global const int *triangle_items,
-    __global const int *history_key_in,
-    __global const float4 *history_xi_in,
-    __global int *history_key_out,
-    __global float4 *history_xi_out,
-    __global float4 *particle_force,
-    __global float4 *particle_torque)
+// All contacts of particle i (body b, world offset r from the body's centre, velocity v_i) with
+// other bodies' particles, planes and triangles. Adds the force and the torque about the body's
+// centre of mass.
+inline void particle_contacts(
+    int i, int body_i, float3 p_i, float3 r_i, float3 v_i, float3 w_i, float mass_i, int mat_i,
+    ContactConstants cc, const int plane_count, const float inv_cell, const int4 grid_bits,
+    __global const uint *scan_local, __global const uint *group_offset,
+    __global const float4 *sorted_position, __global const float4 *sorted_velocity,
+    __global const float4 *sorted_omega, __global const float *body_contact_mass,
+    __global const float4 *plane_point, __global const float4 *plane_normal, __global const int *plane_material,
+    __global const float *pair_damping_ratio, __global const float *pair_friction, __global const float *pair_rolling,
+    const int large_triangle_count, const float triangle_inv_cell, const uint triangle_mask, const float collider_tau,
+    __global const int4 *triangle_vertices, __global const float4 *collider_vertex,
+    __global const float4 *collider_velocity, __global const int *large_triangles,
+    __global const uint *triangle_bucket_start, __global const int *triangle_items,
+    const int stride, __global const int *history_key_in, __global const float4 *history_xi_in,
+    __global int *history_key_out, __global float4 *history_xi_out,
+    float3 *body_force, float3 *body_torque)
 {
-    int s = get_global_id(0);
-    if (s >= particle_count) return;
-    ContactConstants cc = {contact_constants.x, contact_constants.y, contact_constants.z, contact_constants.w};
-    float4 own = sorted_position[s];
-    int body_i = as_int(own.w);
-    if (body_i == STATIC_BODY) return;
-    int i = sorted_particle[s];
-
-    float3 p_i = own.xyz;
-    float4 own_velocity = sorted_velocity[s];
-    float3 v_i = own_velocity.xyz;
-    float3 w_i = body_angular_velocity[body_i].xyz;
-    float mass_i = contact_mass(body_i, body_contact_mass);
-    int mat_i = as_int(own_velocity.w);
     float diameter = 2.0f * cc.radius;
     float diameter2 = diameter * diameter;
-
     // keys in private memory, springs read from global memory only on a match: keeping all
     // eight springs in private memory cost registers (spills) on the GPU
     int old_key[FRICTION_SLOTS];
     for (int k = 0; k < FRICTION_SLOTS; ++k) {
-        old_key[k] = history_key_in[i * FRICTION_SLOTS + k];
+        old_key[k] = history_key_in[k * stride + i];
         if (old_key[k] == EMPTY_SLOT) break;
     }
-    __global const float4 *old_xi = history_xi_in + i * FRICTION_SLOTS;
-    __global int *new_key = history_key_out + i * FRICTION_SLOTS;
-    __global float4 *new_xi = history_xi_out + i * FRICTION_SLOTS;
+    __global const float4 *old_xi = history_xi_in + i;
+    __global int *new_key = history_key_out + i;
+    __global float4 *new_xi = history_xi_out + i;
     int slots_used = 0;
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
@@ -358,12 +402,12 @@ __kernel void contact_forces(
         if (row_is_contiguous) {
             if (dx != -1) continue;
             uint h = bucket_of(c + (int3)(-1, dy, dz), grid_bits);
-            begin = bucket_start[h];
-            end = bucket_start[h + 3];
+            begin = bucket_begin(h, scan_local, group_offset);
+            end = bucket_begin(h + 3, scan_local, group_offset);
         } else {
             uint h = bucket_of(c + (int3)(dx, dy, dz), grid_bits);
-            begin = bucket_start[h];
-            end = bucket_start[h + 1];
+            begin = bucket_begin(h, scan_local, group_offset);
+            end = bucket_begin(h + 1, scan_local, group_offset);
         }
         for (uint k = begin; k < end; ++k) {
             float4 other = sorted_position[k];
@@ -375,11 +419,11 @@ __kernel void contact_forces(
             float dist = sqrt(dist2);
             if (dist <= 1e-9f * cc.radius) continue;
             float3 n = delta / dist;
-            float3 w_j = (body_j == STATIC_BODY) ? (float3)(0.0f) : body_angular_velocity[body_j].xyz;
             float4 other_velocity = sorted_velocity[k];
-            add_contact(cc, sorted_particle[k], n, diameter - dist, v_i, w_i, other_velocity.xyz, w_j,
+            float4 other_omega = sorted_omega[k];
+            add_contact(cc, as_int(other_omega.w), n, diameter - dist, v_i, w_i, other_velocity.xyz, other_omega.xyz,
                         mass_i, contact_mass(body_j, body_contact_mass), mat_i, as_int(other_velocity.w),
-                        pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi,
+                        pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                         new_key, new_xi, &slots_used, &force, &torque);
         }
     }
@@ -389,7 +433,7 @@ __kernel void contact_forces(
         if (height < cc.radius) {
             add_contact(cc, -2 - g, -normal, cc.radius - height, v_i, w_i, (float3)(0.0f), (float3)(0.0f),
                         mass_i, 0.0f, mat_i, plane_material[g],
-                        pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi,
+                        pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                         new_key, new_xi, &slots_used, &force, &torque);
         }
     }
@@ -399,8 +443,8 @@ __kernel void contact_forces(
 #if HAS_TRIANGLES
     {
         uint h = triangle_bucket(convert_int3_sat_rtn(p_i * triangle_inv_cell), triangle_mask);
-        uint bucket_begin = triangle_bucket_start[h];
-        int candidates = large_triangle_count + (int)(triangle_bucket_start[h + 1] - bucket_begin);
+        uint triangle_begin = triangle_bucket_start[h];
+        int candidates = large_triangle_count + (int)(triangle_bucket_start[h + 1] - triangle_begin);
         int face_contacts = 0;
         float3 edge_points[MAX_EDGE_CONTACTS];
         int edge_contacts = 0;
@@ -409,7 +453,7 @@ __kernel void contact_forces(
             if (pass == 1 && face_contacts > 0) break;
             for (int k = 0; k < candidates; ++k) {
                 int t = (k < large_triangle_count) ? large_triangles[k]
-                                                   : triangle_items[bucket_begin + (uint)(k - large_triangle_count)];
+                                                   : triangle_items[triangle_begin + (uint)(k - large_triangle_count)];
                 int4 tv = triangle_vertices[t];
                 float3 va = collider_vertex[tv.x].xyz + collider_tau * collider_velocity[tv.x].xyz;
                 float3 vb = collider_vertex[tv.y].xyz + collider_tau * collider_velocity[tv.y].xyz;
@@ -437,33 +481,71 @@ __kernel void contact_forces(
                              + bary.z * collider_velocity[tv.z].xyz;
                 add_contact(cc, -2 - plane_count - t, delta / dist, cc.radius - dist, v_i, w_i, v_tri, (float3)(0.0f),
                             mass_i, 0.0f, mat_i, tv.w,
-                            pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi,
+                            pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                             new_key, new_xi, &slots_used, &force, &torque);
             }
         }
     }
 #endif
-    if (slots_used < FRICTION_SLOTS) new_key[slots_used] = EMPTY_SLOT;
-    particle_force[i] = (float4)(force, 0.0f);
+    if (slots_used < FRICTION_SLOTS) new_key[slots_used * stride] = EMPTY_SLOT;
+    *body_force += force;
     // torque about the body's centre of mass (eq. 5.22 plus the contacts' own couples)
-    particle_torque[i] = (float4)(cross(p_i - body_position[body_i].xyz, force) + torque, 0.0f);
+    *body_torque += cross(r_i, force) + torque;
 }
 
 // ---------------------------------------------------------------------------------------------
-// 6. per body: sum forces and torques (eq. 5.21-5.22), update momenta and pose (steps 3-4)
+// 6. per body: contact forces of its particles, their sum (eq. 5.21-5.22), then momenta and pose
+// (steps 3-4), in one kernel. BODY_LANES work-items share a body (one particle each, looping
+// over bodies with more particles) and add their sums in a fixed tree order, so results stay
+// deterministic; BODY_LANES = 1 (CPUs) makes one work-item do a whole body. Writing per-particle
+// forces and reading them back in a second kernel cost more than the contacts themselves.
+// Safe in one kernel: a body reads only its own state and the bucket-ordered copies of the
+// others (sort_and_gather), and writes only its own state.
+#define BODIES_PER_GROUP (BODY_GROUP_SIZE / BODY_LANES)
 
-__kernel void integrate_bodies(
+__kernel __attribute__((reqd_work_group_size(BODY_GROUP_SIZE, 1, 1)))
+void body_contacts_and_integrate(
     const int body_count,
-    const float substep,
+    const int plane_count,
+    const float inv_cell,
+    const int4 grid_bits,
+    const float4 contact_constants,             // stiffness, tangential stiffness, substep, radius
     const float4 gravity,
     const float terminal_speed,
+    __global const uint *scan_local,
+    __global const uint *group_offset,
+    __global const float4 *sorted_position,      // .w: body index bits
+    __global const float4 *sorted_velocity,      // .w: material index bits
+    __global const float4 *sorted_omega,         // .w: particle index bits
+    __global const float4 *particle_offset,
+    __global const int *particle_material,
     __global const int *body_first_particle,
     __global const int *body_particle_count,
     __global const float *body_mass,
+    __global const float *body_contact_mass,
     __global const float *body_inv_inertia,        // 9 per body, body frame, row-major
     __global const float2 *body_damping,           // per body: (linear, angular) fraction lost per second
-    __global const float4 *particle_force,
-    __global const float4 *particle_torque,       // about the body's centre of mass
+    __global const float4 *plane_point,
+    __global const float4 *plane_normal,
+    __global const int *plane_material,
+    __global const float *pair_damping_ratio,
+    __global const float *pair_friction,
+    __global const float *pair_rolling,
+    const int large_triangle_count,
+    const float triangle_inv_cell,
+    const uint triangle_mask,
+    const float collider_tau,                   // seconds since the collider vertices were set
+    __global const int4 *triangle_vertices,     // v0, v1, v2, material
+    __global const float4 *collider_vertex,
+    __global const float4 *collider_velocity,
+    __global const int *large_triangles,
+    __global const uint *triangle_bucket_start,
+    __global const int *triangle_items,
+    const int history_stride,
+    __global const int *history_key_in,
+    __global const float4 *history_xi_in,
+    __global int *history_key_out,
+    __global float4 *history_xi_out,
     __global float4 *body_position,
     __global float4 *body_orientation,
     __global float4 *body_momentum,
@@ -471,17 +553,54 @@ __kernel void integrate_bodies(
     __global float4 *body_velocity,
     __global float4 *body_angular_velocity)
 {
-    int b = get_global_id(0);
-    if (b >= body_count) return;
-    float3 x = body_position[b].xyz;
+    int lid = get_local_id(0);
+    int lane = lid % BODY_LANES;
+    int b = get_group_id(0) * BODIES_PER_GROUP + lid / BODY_LANES;
+    ContactConstants cc = {contact_constants.x, contact_constants.y, contact_constants.z, contact_constants.w};
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
-    int first = body_first_particle[b];
-    int end = first + body_particle_count[b];
-    for (int i = first; i < end; ++i) {
-        force += particle_force[i].xyz;
-        torque += particle_torque[i].xyz;
+    float3 x = (float3)(0.0f), v = (float3)(0.0f), w = (float3)(0.0f);
+    float4 q = (float4)(0.0f, 0.0f, 0.0f, 1.0f);
+    if (b < body_count) {
+        x = body_position[b].xyz;
+        q = body_orientation[b];
+        v = body_velocity[b].xyz;
+        w = body_angular_velocity[b].xyz;
+        float mass_i = body_contact_mass[b];
+        int end = body_first_particle[b] + body_particle_count[b];
+        for (int i = body_first_particle[b] + lane; i < end; i += BODY_LANES) {
+            float3 r = quat_rotate(q, particle_offset[i].xyz);
+            particle_contacts(
+                i, b, x + r, r, v + cross(w, r), w, mass_i, particle_material[i],
+                cc, plane_count, inv_cell, grid_bits, scan_local, group_offset,
+                sorted_position, sorted_velocity, sorted_omega, body_contact_mass,
+                plane_point, plane_normal, plane_material, pair_damping_ratio, pair_friction, pair_rolling,
+                large_triangle_count, triangle_inv_cell, triangle_mask, collider_tau,
+                triangle_vertices, collider_vertex, collider_velocity, large_triangles,
+                triangle_bucket_start, triangle_items,
+                history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out,
+                &force, &torque);
+        }
     }
+#if BODY_LANES > 1
+    __local float4 sum_force[BODY_GROUP_SIZE];
+    __local float4 sum_torque[BODY_GROUP_SIZE];
+    sum_force[lid] = (float4)(force, 0.0f);
+    sum_torque[lid] = (float4)(torque, 0.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int stride = BODY_LANES / 2; stride > 0; stride >>= 1) {
+        if (lane < stride) {
+            sum_force[lid] += sum_force[lid + stride];
+            sum_torque[lid] += sum_torque[lid + stride];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    force = sum_force[lid].xyz;
+    torque = sum_torque[lid].xyz;
+#endif
+    if (lane != 0 || b >= body_count) return;
+
+    float substep = cc.substep;
     float mass = body_mass[b];
     force += mass * gravity.xyz;
     float3 P = body_momentum[b].xyz + force * substep;
@@ -493,12 +612,11 @@ __kernel void integrate_bodies(
         float speed = length(P) / mass;
         if (speed > terminal_speed) P *= terminal_speed / speed;
     }
-    float3 v = P / mass;
+    v = P / mass;
     x += v * substep;
 
     __global const float *inv_inertia = body_inv_inertia + 9 * b;
-    float4 q = body_orientation[b];
-    float3 w = angular_velocity(q, inv_inertia, L);
+    w = angular_velocity(q, inv_inertia, L);
     float speed = length(w);
     float angle = speed * substep;
     if (angle >= 1e-12f) {

@@ -1,12 +1,16 @@
 """OpenCL engine: the substep of ``reference.py`` as kernels (kernels/particle_bodies.cl).
 
 All state stays on the device across substeps; ``body_state()`` reads back body poses only (once
-per output frame in normal use). Kernels per substep: particle kinematics + bucket count, exclusive
-scan (pyopencl's scan), scatter, per-bucket sort (determinism), contact forces, body integration.
+per output frame in normal use). Kernels per substep: bucket of every particle + count, exclusive
+scan (two kernels), scatter, per-bucket sort (determinism) + gather into bucket order, and per
+body: contact forces, their sum and the integration. Every kernel's arguments are set once, so a
+substep costs six enqueue calls on the host (pyopencl's argument handling and its scan object
+were most of a substep below 10k bodies on a GPU).
 """
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -20,11 +24,16 @@ from .state import BodyState, StateMixin
 KERNEL_FILE = Path(__file__).resolve().parents[2] / "kernels" / "particle_bodies.cl"
 MIN_BITS_PER_AXIS = 2  # >= 4 cells per axis, so a cell's 27 neighbours never share a bucket
 MAX_TOTAL_BITS = 28
+SCAN_LOCAL_SIZE = 256  # keep equal to the kernels' SCAN_LOCAL_SIZE and SCAN_PER_ITEM
+SCAN_GROUP_ITEMS = SCAN_LOCAL_SIZE * 8
+BODY_GROUP_SIZE = 64
+MAX_BODY_LANES = 32
 
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
-# estimate users see before simulating.
-BYTES_PER_PARTICLE = 16 * 7 + 4 * 5 + 2 * FRICTION_SLOTS * (4 + 16) + 4 * 2
-BYTES_PER_BODY = 16 * 6 + 4 * 5 + 9 * 4 + 8
+# estimate users see before simulating. The grid's two bucket arrays hold up to two buckets per
+# particle.
+BYTES_PER_PARTICLE = 16 + 4 * 4 + 16 * 3 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
+BYTES_PER_BODY = 16 * 6 + 4 * 4 + 9 * 4 + 8
 
 
 def estimate_device_memory(particle_count: int, body_count: int) -> int:
@@ -47,6 +56,18 @@ def choose_grid_bits(particle_count: int, lower: np.ndarray, upper: np.ndarray, 
     return tuple(bits)
 
 
+def choose_body_lanes(particles_per_body: np.ndarray, is_gpu: bool) -> int:
+    """Work-items per body in the contact kernel: on a GPU one per particle of a typical body (a
+    power of two, at most a warp), on a CPU one per body (no barriers, no idle lanes)."""
+    override = os.environ.get("PRB_BODY_LANES")
+    if override:
+        return int(override)
+    if not is_gpu or len(particles_per_body) == 0:
+        return 1
+    typical = int(np.median(particles_per_body))
+    return min(MAX_BODY_LANES, 1 << max(0, math.ceil(math.log2(max(typical, 1)))))
+
+
 def _round_up(n: int, multiple: int = 64) -> int:
     return max(multiple, (n + multiple - 1) // multiple * multiple)
 
@@ -66,7 +87,6 @@ def _quat_to_device(q_wxyz) -> np.ndarray:
 class OpenCLEngine(StateMixin):
     def __init__(self, model: Model, settings: SimulationSettings | None = None, profile: bool = False):
         import pyopencl as cl
-        import pyopencl.scan
 
         self.cl = cl
         self.model = model
@@ -82,19 +102,23 @@ class OpenCLEngine(StateMixin):
         self.time = 0.0
         self.substeps_done = 0
         material_count = len(model.materials)
+        self.body_lanes = choose_body_lanes(model.body_particle_count, self.device_info.is_gpu)
         options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DMATERIAL_COUNT={material_count}",
                    f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f",
                    f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f",
-                   f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}", "-cl-denorms-are-zero"]
+                   f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
+                   f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
+                   "-cl-denorms-are-zero"]
         self.program = cl.Program(self.context, KERNEL_FILE.read_text()).build(options=options)
-        self.k_kinematics = self.program.particle_kinematics
+        self.k_buckets = self.program.particle_buckets
+        self.k_scan_groups = self.program.scan_groups
+        self.k_scan_totals = self.program.scan_group_totals
         self.k_scatter = self.program.scatter_to_buckets
-        self.k_sort = self.program.sort_buckets
-        self.k_gather = self.program.gather_sorted
-        self.k_contacts = self.program.contact_forces
-        self.k_integrate = self.program.integrate_bodies
-        self.scan = pyopencl.scan.ExclusiveScanKernel(self.context, np.uint32, "a+b", neutral="0")
+        self.k_sort_gather = self.program.sort_and_gather
+        # one instance per direction of the friction history's double buffer
+        self.k_bodies = [cl.Kernel(self.program, "body_contacts_and_integrate") for _ in range(2)]
         self._upload()
+        self._bind_arguments()
 
     @property
     def device_name(self) -> str:
@@ -111,8 +135,6 @@ class OpenCLEngine(StateMixin):
         return self.cl.Buffer(self.context, mf.READ_WRITE, size=max(int(nbytes), 16))
 
     def _upload(self):
-        import pyopencl.array as cla
-
         m = self.model
         pr = self.params
         B, P = m.body_count, m.particle_count
@@ -131,14 +153,12 @@ class OpenCLEngine(StateMixin):
         self.b_offset = self._buffer(_vec4(m.particle_offset))
         self.b_particle_body = self._buffer(m.particle_body.astype(np.int32))
         self.b_particle_material = self._buffer(particle_material)
-        self.b_pos = self._buffer(nbytes=16 * P)
-        self.b_vel = self._buffer(nbytes=16 * P)
-        self.b_force = self._buffer(np.zeros((P, 4), np.float32))
-        self.b_torque = self._buffer(np.zeros((P, 4), np.float32))
         self.b_particle_bucket = self._buffer(nbytes=4 * P)
         self.b_sorted = self._buffer(nbytes=4 * P)
         self.b_sorted_pos = self._buffer(nbytes=16 * P)
         self.b_sorted_vel = self._buffer(nbytes=16 * P)
+        self.b_sorted_omega = self._buffer(nbytes=16 * P)
+        # slot-major: slot s of particle i at s * P + i
         empty_keys = np.full(P * FRICTION_SLOTS, -1, dtype=np.int32)
         self.b_hist_key = [self._buffer(empty_keys), self._buffer(empty_keys)]
         zeros_xi = np.zeros((P * FRICTION_SLOTS, 4), np.float32)
@@ -175,28 +195,64 @@ class OpenCLEngine(StateMixin):
         self.b_collider_velocity = self._buffer(_vec4(self.colliders.velocities))
         self._upload_triangle_grid()
 
-        # grid: bucket_count has one extra zero at the end so its scan ends with the particle count
+        # grid: the bucket arrays have one extra zero at the end, so the scan ends with the particle
+        # count, and are padded to whole scan groups
         self.cell = 2.0 * m.particle_radius
         positions = self._initial_particle_positions()
         lower = positions.min(axis=0) if P else np.zeros(3)
         upper = positions.max(axis=0) if P else np.zeros(3)
         self.grid_bits = choose_grid_bits(P, lower, upper, self.cell)
         self.bucket_total = 1 << sum(self.grid_bits)
-        # the scan allocates temporaries on every call: a memory pool makes that free after the first
-        import pyopencl.tools
-
-        self.allocator = pyopencl.tools.MemoryPool(pyopencl.tools.ImmediateAllocator(self.queue))
-        self.a_bucket_count = cla.zeros(self.queue, self.bucket_total + 1, np.uint32, allocator=self.allocator)
-        self.a_bucket_start = cla.empty(self.queue, self.bucket_total + 1, np.uint32, allocator=self.allocator)
-        # kernel arguments that never change, built once instead of on every substep (host time
-        # is most of a substep below 10k cubes on a GPU)
-        self._constants = (
-            np.float32(1.0 / self.cell),
-            np.array([*self.grid_bits, 0], dtype=np.int32),
-            np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius], dtype=np.float32),
-            np.array([*pr.gravity, 0.0], dtype=np.float32),
-        )
+        padded = _round_up(self.bucket_total + 1, SCAN_GROUP_ITEMS)
+        self.scan_group_count = padded // SCAN_GROUP_ITEMS
+        self.b_bucket_count = self._buffer(np.zeros(padded, np.uint32))
+        self.b_scan_local = self._buffer(nbytes=4 * padded)
+        self.b_group_offset = self._buffer(nbytes=4 * self.scan_group_count)
         self.queue.finish()
+
+    def _bind_arguments(self):
+        """Set every kernel's arguments once; a substep then only enqueues (and moves the animated
+        colliders' clock)."""
+        m, pr = self.model, self.params
+        P, B = self.P, self.B
+        inv_cell = np.float32(1.0 / self.cell)
+        bits = np.array([*self.grid_bits, 0], dtype=np.int32)
+        self.k_buckets.set_args(np.int32(P), inv_cell, bits, self.b_offset, self.b_particle_body, self.b_body_x,
+                                self.b_body_q, self.b_particle_bucket, self.b_bucket_count)
+        self.k_scan_groups.set_args(self.b_bucket_count, self.b_scan_local, self.b_group_offset)
+        self.k_scan_totals.set_args(np.uint32(self.scan_group_count), self.b_group_offset)
+        self.k_scatter.set_args(np.int32(P), self.b_particle_bucket, self.b_scan_local, self.b_group_offset,
+                                self.b_bucket_count, self.b_sorted)
+        self.k_sort_gather.set_args(
+            np.int32(self.bucket_total), self.b_scan_local, self.b_group_offset, self.b_sorted, self.b_offset,
+            self.b_particle_body, self.b_particle_material, self.b_body_x, self.b_body_q, self.b_body_v,
+            self.b_body_w, self.b_sorted_pos, self.b_sorted_vel, self.b_sorted_omega)
+        grid = self.colliders.grid
+        for h_in, kernel in enumerate(self.k_bodies):
+            h_out = 1 - h_in
+            kernel.set_args(
+                np.int32(B), np.int32(m.plane_count), inv_cell, bits,
+                np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius], dtype=np.float32),
+                np.array([*pr.gravity, 0.0], dtype=np.float32), np.float32(pr.terminal_speed),
+                self.b_scan_local, self.b_group_offset, self.b_sorted_pos, self.b_sorted_vel, self.b_sorted_omega,
+                self.b_offset, self.b_particle_material, self.b_body_first, self.b_body_count, self.b_body_mass,
+                self.b_body_contact_mass, self.b_body_inv_inertia, self.b_body_damping,
+                self.b_plane_point, self.b_plane_normal, self.b_plane_material, self.b_pair_zeta, self.b_pair_mu,
+                self.b_pair_rolling,
+                np.int32(len(grid.large)), np.float32(1.0 / grid.cell), np.uint32(grid.mask),
+                np.float32(self.colliders.tau),
+                self.b_triangles, self.b_collider_vertex, self.b_collider_velocity, self.b_large_triangles,
+                self.b_triangle_start, self.b_triangle_items,
+                np.int32(P), self.b_hist_key[h_in], self.b_hist_xi[h_in], self.b_hist_key[h_out],
+                self.b_hist_xi[h_out],
+                self.b_body_x, self.b_body_q, self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w)
+        self._sizes = {
+            "buckets": (_round_up(P),),
+            "scan groups": (self.scan_group_count * SCAN_LOCAL_SIZE,),
+            "scan totals": (SCAN_LOCAL_SIZE,),
+            "sort+gather": (_round_up(self.bucket_total),),
+            "bodies": (_round_up(B, BODY_GROUP_SIZE // self.body_lanes) * self.body_lanes,),
+        }
 
     def _upload_triangle_grid(self):
         grid = self.colliders.grid
@@ -210,6 +266,7 @@ class OpenCLEngine(StateMixin):
             self.cl.enqueue_copy(self.queue, self.b_collider_vertex, _vec4(self.colliders.vertices))
             self.cl.enqueue_copy(self.queue, self.b_collider_velocity, _vec4(self.colliders.velocities))
             self._upload_triangle_grid()
+            self._bind_arguments()
 
     def _initial_particle_positions(self) -> np.ndarray:
         m = self.model
@@ -231,47 +288,26 @@ class OpenCLEngine(StateMixin):
         self.time += count * self.params.substep
         self.substeps_done += count
 
+    # index of the collider clock among body_contacts_and_integrate's arguments
+    _COLLIDER_TAU_ARG = 29
+
     def _enqueue_substep(self):
-        q = self.queue
-        pr = self.params
-        P, B = self.P, self.B
-        inv_cell, bits, constants, gravity = self._constants
+        cl, q = self.cl, self.queue
+        sizes = self._sizes
         record = self._record if self.profile else (lambda stage, event: None)
-        record("kinematics", self.k_kinematics(
-            q, (_round_up(P),), None, np.int32(P), inv_cell, bits,
-            self.b_offset, self.b_particle_body, self.b_body_x, self.b_body_q, self.b_body_v, self.b_body_w,
-            self.b_pos, self.b_vel, self.b_particle_bucket, self.a_bucket_count.data))
-        before = self.cl.enqueue_marker(q) if self.profile else None
-        self.scan(self.a_bucket_count, self.a_bucket_start, queue=q)  # several kernels: time between markers
-        record("grid scan", (before, self.cl.enqueue_marker(q)) if self.profile else None)
-        record("grid scatter", self.k_scatter(
-            q, (_round_up(P),), None, np.int32(P), self.b_particle_bucket, self.a_bucket_start.data,
-            self.a_bucket_count.data, self.b_sorted))
-        record("grid sort", self.k_sort(q, (_round_up(self.bucket_total),), None, np.int32(self.bucket_total),
-                                        self.a_bucket_start.data, self.b_sorted))
-        record("grid gather", self.k_gather(q, (_round_up(P),), None, np.int32(P), self.b_sorted, self.b_pos,
-                                            self.b_vel, self.b_particle_body, self.b_particle_material,
-                                            self.b_sorted_pos, self.b_sorted_vel))
-        h_in, h_out = self.history_in, 1 - self.history_in
-        record("contacts", self.k_contacts(
-            q, (_round_up(P),), (64,), np.int32(P), np.int32(self.model.plane_count), inv_cell, bits, constants,
-            self.b_sorted, self.a_bucket_start.data, self.b_sorted_pos, self.b_sorted_vel, self.b_body_x,
-            self.b_body_contact_mass, self.b_body_w,
-            self.b_plane_point, self.b_plane_normal, self.b_plane_material, self.b_pair_zeta, self.b_pair_mu,
-            self.b_pair_rolling,
-            np.int32(len(self.colliders.grid.large)), np.float32(1.0 / self.colliders.grid.cell),
-            np.uint32(self.colliders.grid.mask), np.float32(self.colliders.tau),
-            self.b_triangles, self.b_collider_vertex, self.b_collider_velocity, self.b_large_triangles,
-            self.b_triangle_start, self.b_triangle_items,
-            self.b_hist_key[h_in], self.b_hist_xi[h_in], self.b_hist_key[h_out], self.b_hist_xi[h_out],
-            self.b_force, self.b_torque))
-        self.history_in = h_out
-        self.colliders.tau += pr.substep
-        record("bodies", self.k_integrate(
-            q, (_round_up(B),), None, np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed),
-            self.b_body_first, self.b_body_count, self.b_body_mass, self.b_body_inv_inertia, self.b_body_damping,
-            self.b_force, self.b_torque,
-            self.b_body_x, self.b_body_q, self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w))
+        record("buckets", cl.enqueue_nd_range_kernel(q, self.k_buckets, sizes["buckets"], None))
+        before = cl.enqueue_marker(q) if self.profile else None
+        cl.enqueue_nd_range_kernel(q, self.k_scan_groups, sizes["scan groups"], (SCAN_LOCAL_SIZE,))
+        cl.enqueue_nd_range_kernel(q, self.k_scan_totals, sizes["scan totals"], (SCAN_LOCAL_SIZE,))
+        record("scan", (before, cl.enqueue_marker(q)) if self.profile else None)
+        record("scatter", cl.enqueue_nd_range_kernel(q, self.k_scatter, sizes["buckets"], None))
+        record("sort+gather", cl.enqueue_nd_range_kernel(q, self.k_sort_gather, sizes["sort+gather"], None))
+        kernel = self.k_bodies[self.history_in]
+        if self.model.triangle_count:
+            kernel.set_arg(self._COLLIDER_TAU_ARG, np.float32(self.colliders.tau))
+        record("contacts+bodies", cl.enqueue_nd_range_kernel(q, kernel, sizes["bodies"], (BODY_GROUP_SIZE,)))
+        self.history_in = 1 - self.history_in
+        self.colliders.tau += self.params.substep
 
     def _record(self, stage, event):
         self._events.append((stage, event))
@@ -316,10 +352,14 @@ class OpenCLEngine(StateMixin):
         return x[:, :3].astype(np.float64), np.concatenate([q[:, 3:4], q[:, :3]], axis=1).astype(np.float64)
 
     def particle_positions(self) -> np.ndarray:
-        """World positions of all particles at the start of the last substep (after kinematics)."""
+        """World positions of all particles at the start of the last substep."""
         if self.substeps_done == 0:
             return self._initial_particle_positions()
-        return self._read(self.b_pos, (self.P, 4))[:, :3].astype(np.float64)
+        sorted_position = self._read(self.b_sorted_pos, (self.P, 4))
+        index = self._read(self.b_sorted_omega, (self.P, 4)).view(np.int32)[:, 3]
+        out = np.empty((self.P, 3))
+        out[index] = sorted_position[:, :3]
+        return out
 
     def contact_keys(self) -> set[tuple[int, int]]:
         """(particle, key) of every contact in the last substep, read from the friction history:
@@ -327,7 +367,7 @@ class OpenCLEngine(StateMixin):
 
         Only complete while no particle has more than FRICTION_SLOTS contacts; used by tests.
         """
-        keys = self._read(self.b_hist_key[self.history_in], (self.P, FRICTION_SLOTS), np.int32)
+        keys = self._read(self.b_hist_key[self.history_in], (FRICTION_SLOTS, self.P), np.int32).T
         found = set()
         for i, row in enumerate(keys):
             for key in row:
