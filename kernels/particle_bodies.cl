@@ -6,7 +6,7 @@
 // DUPLICATE_POINT_TOLERANCE, HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE. The grid's shape (bits per
 // axis) is a kernel argument so the host can re-fit it to the scene without rebuilding the program.
 // Kernels per substep: particle_buckets, scan_groups, scan_group_totals, scatter_to_buckets,
-// sort_and_gather, body_contacts_and_integrate.
+// sort_buckets, gather_sorted, particle_contacts_sorted, sum_and_integrate_bodies.
 // Vectors are stored as float4 (w unused) for alignment; quaternions as float4 (x, y, z, w) with
 // w in .w, i.e. OpenCL's natural layout, converted on the host from Blender's (w, x, y, z).
 
@@ -176,27 +176,18 @@ __kernel void scatter_to_buckets(
     sorted_particle[slot] = i;
 }
 
-// 4. ...so each bucket is then sorted by particle index: neighbours are always visited in the same
+// 4. each bucket is then sorted by particle index: neighbours are always visited in the same
 // order and forces summed in the same order, and two runs on one device give identical results.
-// The same work-item then writes what the neighbour search reads into bucket order: position
-// (body index in .w), velocity (material in .w) and the body's angular velocity (particle index
-// in .w), so the contact kernel reads neighbours from consecutive addresses and never reads
-// another body's state (that body may be integrating at the same time).
-__kernel void sort_and_gather(
+// Then the gather writes what the neighbour search reads into bucket order: position (body index
+// in .w), velocity (material in .w) and the body's angular velocity (particle index in .w), so the
+// contact kernel reads neighbours from consecutive addresses. Positions are recomputed here from
+// the body state rather than stored by step 1 (fewer bytes moved). Sorting and gathering in one
+// work-item per bucket measured slower (0.19 against 0.13 ms at 100k cubes on the H100).
+__kernel void sort_buckets(
     const int bucket_total,
     __global const uint *scan_local,
     __global const uint *group_offset,
-    __global int *sorted_particle,
-    __global const float4 *particle_offset,
-    __global const int *particle_body,
-    __global const int *particle_material,
-    __global const float4 *body_position,
-    __global const float4 *body_orientation,
-    __global const float4 *body_velocity,
-    __global const float4 *body_angular_velocity,
-    __global float4 *sorted_position,
-    __global float4 *sorted_velocity,
-    __global float4 *sorted_omega)
+    __global int *sorted_particle)
 {
     int h = get_global_id(0);
     if (h >= bucket_total) return;
@@ -211,24 +202,51 @@ __kernel void sort_and_gather(
         }
         sorted_particle[b] = key;
     }
-    for (uint a = begin; a < end; ++a) {
-        int i = sorted_particle[a];
-        int b = particle_body[i];
-        float3 p, v, w;
-        if (b == STATIC_BODY) {
-            p = particle_offset[i].xyz;
-            v = (float3)(0.0f);
-            w = (float3)(0.0f);
-        } else {
-            float3 r = quat_rotate(body_orientation[b], particle_offset[i].xyz);
-            p = body_position[b].xyz + r;
-            w = body_angular_velocity[b].xyz;
-            v = body_velocity[b].xyz + cross(w, r);
-        }
-        sorted_position[a] = (float4)(p, as_float(b));
-        sorted_velocity[a] = (float4)(v, as_float(particle_material[i]));
-        sorted_omega[a] = (float4)(w, as_float(i));
+}
+
+inline void gather_one(
+    uint a, int i, __global const float4 *particle_offset, __global const int *particle_body,
+    __global const int *particle_material, __global const float4 *body_position,
+    __global const float4 *body_orientation, __global const float4 *body_velocity,
+    __global const float4 *body_angular_velocity, __global float4 *sorted_position,
+    __global float4 *sorted_velocity, __global float4 *sorted_omega)
+{
+    int b = particle_body[i];
+    float3 p, v, w;
+    if (b == STATIC_BODY) {
+        p = particle_offset[i].xyz;
+        v = (float3)(0.0f);
+        w = (float3)(0.0f);
+    } else {
+        float3 r = quat_rotate(body_orientation[b], particle_offset[i].xyz);
+        p = body_position[b].xyz + r;
+        w = body_angular_velocity[b].xyz;
+        v = body_velocity[b].xyz + cross(w, r);
     }
+    sorted_position[a] = (float4)(p, as_float(b));
+    sorted_velocity[a] = (float4)(v, as_float(particle_material[i]));
+    sorted_omega[a] = (float4)(w, as_float(i));
+}
+
+__kernel void gather_sorted(
+    const int particle_count,
+    __global const int *sorted_particle,
+    __global const float4 *particle_offset,
+    __global const int *particle_body,
+    __global const int *particle_material,
+    __global const float4 *body_position,
+    __global const float4 *body_orientation,
+    __global const float4 *body_velocity,
+    __global const float4 *body_angular_velocity,
+    __global float4 *sorted_position,
+    __global float4 *sorted_velocity,
+    __global float4 *sorted_omega)
+{
+    int a = get_global_id(0);
+    if (a >= particle_count) return;
+    gather_one(a, sorted_particle[a], particle_offset, particle_body, particle_material, body_position,
+               body_orientation, body_velocity, body_angular_velocity, sorted_position, sorted_velocity,
+               sorted_omega);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -252,8 +270,7 @@ typedef struct {
 
 // One contact seen from particle i. n points from i towards the other side. Adds to force/torque
 // and records the friction spring in the next free slot. Mirrors ReferenceEngine._contact.
-// Friction history is slot-major (slot s of particle i at s * stride + i, stride = particle count)
-// so the lanes of a body, which hold consecutive particles, read and write it coalesced.
+// Slot s of the friction history is at old_xi[s * stride] (see particle_contacts for the layouts).
 inline void add_contact(
     ContactConstants cc, int key, float3 n, float overlap,
     float3 vel_i, float3 omega_i, float3 vel_j, float3 omega_j,
@@ -377,14 +394,16 @@ inline void particle_contacts(
     float diameter2 = diameter * diameter;
     // keys in private memory, springs read from global memory only on a match: keeping all
     // eight springs in private memory cost registers (spills) on the GPU
+    // slot-major: slot k of particle i at k * stride + i, stride = particle count
+    int history_base = i;
     int old_key[FRICTION_SLOTS];
     for (int k = 0; k < FRICTION_SLOTS; ++k) {
-        old_key[k] = history_key_in[k * stride + i];
+        old_key[k] = history_key_in[history_base + k * stride];
         if (old_key[k] == EMPTY_SLOT) break;
     }
-    __global const float4 *old_xi = history_xi_in + i;
-    __global int *new_key = history_key_out + i;
-    __global float4 *new_xi = history_xi_out + i;
+    __global const float4 *old_xi = history_xi_in + history_base;
+    __global int *new_key = history_key_out + history_base;
+    __global float4 *new_xi = history_xi_out + history_base;
     int slots_used = 0;
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
@@ -494,129 +513,44 @@ inline void particle_contacts(
 }
 
 // ---------------------------------------------------------------------------------------------
-// 6. per body: contact forces of its particles, their sum (eq. 5.21-5.22), then momenta and pose
-// (steps 3-4), in one kernel. BODY_LANES work-items share a body (one particle each, looping
-// over bodies with more particles) and add their sums in a fixed tree order, so results stay
-// deterministic; BODY_LANES = 1 (CPUs) makes one work-item do a whole body. Writing per-particle
-// forces and reading them back in a second kernel cost more than the contacts themselves.
-// Safe in one kernel: a body reads only its own state and the bucket-ordered copies of the
-// others (sort_and_gather), and writes only its own state.
+// 6. per body: the sum of its particles' forces and torques (eq. 5.21-5.22), then momenta and pose
+// (steps 3-4). BODY_LANES work-items share a body and add their sums in a fixed tree order, so
+// results stay deterministic; BODY_LANES = 1 (CPUs) makes one work-item do a whole body.
 #define BODIES_PER_GROUP (BODY_GROUP_SIZE / BODY_LANES)
 
-__kernel __attribute__((reqd_work_group_size(BODY_GROUP_SIZE, 1, 1)))
-void body_contacts_and_integrate(
-    const int body_count,
-    const int plane_count,
-    const float inv_cell,
-    const int4 grid_bits,
-    const float4 contact_constants,             // stiffness, tangential stiffness, substep, radius
-    const float4 gravity,
-    const float terminal_speed,
-    __global const uint *scan_local,
-    __global const uint *group_offset,
-    __global const float4 *sorted_position,      // .w: body index bits
-    __global const float4 *sorted_velocity,      // .w: material index bits
-    __global const float4 *sorted_omega,         // .w: particle index bits
-    __global const float4 *particle_offset,
-    __global const int *particle_material,
-    __global const int *body_first_particle,
-    __global const int *body_particle_count,
-    __global const float *body_mass,
-    __global const float *body_contact_mass,
-    __global const float *body_inv_inertia,        // 9 per body, body frame, row-major
-    __global const float2 *body_damping,           // per body: (linear, angular) fraction lost per second
-    __global const float4 *plane_point,
-    __global const float4 *plane_normal,
-    __global const int *plane_material,
-    __global const float *pair_damping_ratio,
-    __global const float *pair_friction,
-    __global const float *pair_rolling,
-    const int large_triangle_count,
-    const float triangle_inv_cell,
-    const uint triangle_mask,
-    const float collider_tau,                   // seconds since the collider vertices were set
-    __global const int4 *triangle_vertices,     // v0, v1, v2, material
-    __global const float4 *collider_vertex,
-    __global const float4 *collider_velocity,
-    __global const int *large_triangles,
-    __global const uint *triangle_bucket_start,
-    __global const int *triangle_items,
-    const int history_stride,
-    __global const int *history_key_in,
-    __global const float4 *history_xi_in,
-    __global int *history_key_out,
-    __global float4 *history_xi_out,
-    __global float4 *body_position,
-    __global float4 *body_orientation,
-    __global float4 *body_momentum,
-    __global float4 *body_angular_momentum,
-    __global float4 *body_velocity,
-    __global float4 *body_angular_velocity)
-{
-    int lid = get_local_id(0);
-    int lane = lid % BODY_LANES;
-    int b = get_group_id(0) * BODIES_PER_GROUP + lid / BODY_LANES;
-    ContactConstants cc = {contact_constants.x, contact_constants.y, contact_constants.z, contact_constants.w};
-    float3 force = (float3)(0.0f);
-    float3 torque = (float3)(0.0f);
-    float3 x = (float3)(0.0f), v = (float3)(0.0f), w = (float3)(0.0f);
-    float4 q = (float4)(0.0f, 0.0f, 0.0f, 1.0f);
-    if (b < body_count) {
-        x = body_position[b].xyz;
-        q = body_orientation[b];
-        v = body_velocity[b].xyz;
-        w = body_angular_velocity[b].xyz;
-        float mass_i = body_contact_mass[b];
-        int end = body_first_particle[b] + body_particle_count[b];
-        for (int i = body_first_particle[b] + lane; i < end; i += BODY_LANES) {
-            float3 r = quat_rotate(q, particle_offset[i].xyz);
-            particle_contacts(
-                i, b, x + r, r, v + cross(w, r), w, mass_i, particle_material[i],
-                cc, plane_count, inv_cell, grid_bits, scan_local, group_offset,
-                sorted_position, sorted_velocity, sorted_omega, body_contact_mass,
-                plane_point, plane_normal, plane_material, pair_damping_ratio, pair_friction, pair_rolling,
-                large_triangle_count, triangle_inv_cell, triangle_mask, collider_tau,
-                triangle_vertices, collider_vertex, collider_velocity, large_triangles,
-                triangle_bucket_start, triangle_items,
-                history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out,
-                &force, &torque);
-        }
-    }
-#if BODY_LANES > 1
-    __local float4 sum_force[BODY_GROUP_SIZE];
-    __local float4 sum_torque[BODY_GROUP_SIZE];
-    sum_force[lid] = (float4)(force, 0.0f);
-    sum_torque[lid] = (float4)(torque, 0.0f);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int stride = BODY_LANES / 2; stride > 0; stride >>= 1) {
-        if (lane < stride) {
-            sum_force[lid] += sum_force[lid + stride];
-            sum_torque[lid] += sum_torque[lid + stride];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    force = sum_force[lid].xyz;
-    torque = sum_torque[lid].xyz;
-#endif
-    if (lane != 0 || b >= body_count) return;
+typedef struct {
+    __global const float *body_mass;
+    __global const float *body_inv_inertia;        // 9 per body, body frame, row-major
+    __global const float2 *body_damping;           // per body: (linear, angular) fraction lost per second
+    __global float4 *body_position;
+    __global float4 *body_orientation;
+    __global float4 *body_momentum;
+    __global float4 *body_angular_momentum;
+    __global float4 *body_velocity;
+    __global float4 *body_angular_velocity;
+} BodyArrays;
 
-    float substep = cc.substep;
-    float mass = body_mass[b];
-    force += mass * gravity.xyz;
-    float3 P = body_momentum[b].xyz + force * substep;
-    float3 L = body_angular_momentum[b].xyz + torque * substep;
-    float2 damping = body_damping[b];
+inline void integrate_body(int b, float3 force, float3 torque, float substep, float3 gravity,
+                           float terminal_speed, BodyArrays body)
+{
+    float3 x = body.body_position[b].xyz;
+    float4 q = body.body_orientation[b];
+    float mass = body.body_mass[b];
+    force += mass * gravity;
+    float3 P = body.body_momentum[b].xyz + force * substep;
+    float3 L = body.body_angular_momentum[b].xyz + torque * substep;
+    float2 damping = body.body_damping[b];
     if (damping.x > 0.0f) P *= pow(1.0f - damping.x, substep);
     if (damping.y > 0.0f) L *= pow(1.0f - damping.y, substep);
     if (terminal_speed > 0.0f) {
         float speed = length(P) / mass;
         if (speed > terminal_speed) P *= terminal_speed / speed;
     }
-    v = P / mass;
+    float3 v = P / mass;
     x += v * substep;
 
-    __global const float *inv_inertia = body_inv_inertia + 9 * b;
-    w = angular_velocity(q, inv_inertia, L);
+    __global const float *inv_inertia = body.body_inv_inertia + 9 * b;
+    float3 w = angular_velocity(q, inv_inertia, L);
     float speed = length(w);
     float angle = speed * substep;
     if (angle >= 1e-12f) {
@@ -625,10 +559,149 @@ void body_contacts_and_integrate(
         q = quat_multiply(dq, q);
         q = q * rsqrt(dot(q, q));
     }
-    body_position[b] = (float4)(x, 0.0f);
-    body_orientation[b] = q;
-    body_momentum[b] = (float4)(P, 0.0f);
-    body_angular_momentum[b] = (float4)(L, 0.0f);
-    body_velocity[b] = (float4)(v, 0.0f);
-    body_angular_velocity[b] = (float4)(angular_velocity(q, inv_inertia, L), 0.0f);
+    body.body_position[b] = (float4)(x, 0.0f);
+    body.body_orientation[b] = q;
+    body.body_momentum[b] = (float4)(P, 0.0f);
+    body.body_angular_momentum[b] = (float4)(L, 0.0f);
+    body.body_velocity[b] = (float4)(v, 0.0f);
+    body.body_angular_velocity[b] = (float4)(angular_velocity(q, inv_inertia, L), 0.0f);
+}
+
+// sum over the BODY_LANES lanes of each body in the work-group, in a fixed order; every work-item
+// must call it (barriers)
+// (sum_force and sum_torque: __local float4[BODY_GROUP_SIZE] declared at kernel scope)
+#define SUM_OVER_LANES(force, torque, lid, lane)                                           \
+    {                                                                                      \
+        sum_force[lid] = (float4)(force, 0.0f);                                            \
+        sum_torque[lid] = (float4)(torque, 0.0f);                                          \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
+        for (int stride = BODY_LANES / 2; stride > 0; stride >>= 1) {                      \
+            if (lane < stride) {                                                           \
+                sum_force[lid] += sum_force[lid + stride];                                 \
+                sum_torque[lid] += sum_torque[lid + stride];                               \
+            }                                                                              \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                  \
+        }                                                                                  \
+        force = sum_force[lid].xyz;                                                        \
+        torque = sum_torque[lid].xyz;                                                      \
+    }
+
+#define BODY_ARRAYS_PARAMETERS                                                             \
+    __global const float *body_mass,                                                       \
+    __global const float *body_inv_inertia,                                                \
+    __global const float2 *body_damping,                                                   \
+    __global float4 *body_position,                                                        \
+    __global float4 *body_orientation,                                                     \
+    __global float4 *body_momentum,                                                        \
+    __global float4 *body_angular_momentum,                                                \
+    __global float4 *body_velocity,                                                        \
+    __global float4 *body_angular_velocity
+
+#define BODY_ARRAYS {body_mass, body_inv_inertia, body_damping, body_position, body_orientation, \
+                     body_momentum, body_angular_momentum, body_velocity, body_angular_velocity}
+
+#define CONTACT_PARAMETERS                                                                 \
+    const int plane_count,                                                                 \
+    const float inv_cell,                                                                  \
+    const int4 grid_bits,                                                                  \
+    const float4 contact_constants,    /* stiffness, tangential stiffness, substep, radius */ \
+    __global const uint *scan_local,                                                       \
+    __global const uint *group_offset,                                                     \
+    __global const float4 *sorted_position,      /* .w: body index bits */                 \
+    __global const float4 *sorted_velocity,      /* .w: material index bits */             \
+    __global const float4 *sorted_omega,         /* .w: particle index bits */             \
+    __global const float *body_contact_mass,                                               \
+    __global const float4 *plane_point,                                                    \
+    __global const float4 *plane_normal,                                                   \
+    __global const int *plane_material,                                                    \
+    __global const float *pair_damping_ratio,                                              \
+    __global const float *pair_friction,                                                   \
+    __global const float *pair_rolling,                                                    \
+    const int large_triangle_count,                                                        \
+    const float triangle_inv_cell,                                                         \
+    const uint triangle_mask,                                                              \
+    const float collider_tau,          /* seconds since the collider vertices were set */  \
+    __global const int4 *triangle_vertices,     /* v0, v1, v2, material */                 \
+    __global const float4 *collider_vertex,                                                \
+    __global const float4 *collider_velocity,                                              \
+    __global const int *large_triangles,                                                   \
+    __global const uint *triangle_bucket_start,                                            \
+    __global const int *triangle_items,                                                    \
+    const int history_stride,                                                              \
+    __global const int *history_key_in,                                                    \
+    __global const float4 *history_xi_in,                                                  \
+    __global int *history_key_out,                                                         \
+    __global float4 *history_xi_out
+
+#define CONTACT_ARGUMENTS                                                                  \
+    cc, plane_count, inv_cell, grid_bits, scan_local, group_offset,                        \
+    sorted_position, sorted_velocity, sorted_omega, body_contact_mass,                     \
+    plane_point, plane_normal, plane_material, pair_damping_ratio, pair_friction, pair_rolling, \
+    large_triangle_count, triangle_inv_cell, triangle_mask, collider_tau,                  \
+    triangle_vertices, collider_vertex, collider_velocity, large_triangles,                \
+    triangle_bucket_start, triangle_items,                                                 \
+    history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out
+
+// 5. contacts: a work-item per particle in bucket order, so neighbouring work-items search the
+// same cells; writes the particle's force and torque about its body's centre. (Measured against a
+// layout with a body's particles on neighbouring work-items and the integration in the same
+// kernel, which saves the force buffers: slower on the H100, 0.79 against 0.55 ms at 100k cubes,
+// and on PoCL, 9.5 against 8.0 ms at 1000 cubes.)
+__kernel void particle_contacts_sorted(
+    const int particle_count,
+    CONTACT_PARAMETERS,
+    __global const float4 *body_position,
+    __global float4 *particle_force,
+    __global float4 *particle_torque)
+{
+    int s = get_global_id(0);
+    if (s >= particle_count) return;
+    ContactConstants cc = {contact_constants.x, contact_constants.y, contact_constants.z, contact_constants.w};
+    float4 own = sorted_position[s];
+    int body_i = as_int(own.w);
+    if (body_i == STATIC_BODY) return;
+    float4 own_velocity = sorted_velocity[s];
+    float4 own_omega = sorted_omega[s];
+    int i = as_int(own_omega.w);
+    float3 force = (float3)(0.0f);
+    float3 torque = (float3)(0.0f);
+    particle_contacts(i, body_i, own.xyz, own.xyz - body_position[body_i].xyz, own_velocity.xyz, own_omega.xyz,
+                      body_contact_mass[body_i], as_int(own_velocity.w), CONTACT_ARGUMENTS, &force, &torque);
+    particle_force[i] = (float4)(force, 0.0f);
+    particle_torque[i] = (float4)(torque, 0.0f);
+}
+
+// 6. per body: sum and integrate
+__kernel __attribute__((reqd_work_group_size(BODY_GROUP_SIZE, 1, 1)))
+void sum_and_integrate_bodies(
+    const int body_count,
+    const float substep,
+    const float4 gravity,
+    const float terminal_speed,
+    __global const int *body_first_particle,
+    __global const int *body_particle_count,
+    __global const float4 *particle_force,
+    __global const float4 *particle_torque,       // about the body's centre of mass
+    BODY_ARRAYS_PARAMETERS)
+{
+    int lid = get_local_id(0);
+    int lane = lid % BODY_LANES;
+    int b = get_group_id(0) * BODIES_PER_GROUP + lid / BODY_LANES;
+    float3 force = (float3)(0.0f);
+    float3 torque = (float3)(0.0f);
+    if (b < body_count) {
+        int end = body_first_particle[b] + body_particle_count[b];
+        for (int i = body_first_particle[b] + lane; i < end; i += BODY_LANES) {
+            force += particle_force[i].xyz;
+            torque += particle_torque[i].xyz;
+        }
+    }
+#if BODY_LANES > 1
+    __local float4 sum_force[BODY_GROUP_SIZE];
+    __local float4 sum_torque[BODY_GROUP_SIZE];
+    SUM_OVER_LANES(force, torque, lid, lane)
+#endif
+    if (lane != 0 || b >= body_count) return;
+    BodyArrays body = BODY_ARRAYS;
+    integrate_body(b, force, torque, substep, gravity.xyz, terminal_speed, body);
 }

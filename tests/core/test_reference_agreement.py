@@ -1,5 +1,6 @@
 """The OpenCL kernels against the plain NumPy step (addon/core/reference.py) on a small scene."""
 import numpy as np
+import pytest
 
 from addon.core import Material, ModelBuilder, SimulationSettings
 from addon.core.opencl_engine import OpenCLEngine
@@ -28,11 +29,15 @@ def colliding_scene():
     return builder.finalize()
 
 
-def test_kernels_match_numpy_reference_over_100_substeps():
+# 1 lane per body is the CPU path of the body kernel, 8 the GPU path (forces summed in a tree)
+@pytest.mark.parametrize("body_lanes", ["1", "8"])
+def test_kernels_match_numpy_reference_over_100_substeps(body_lanes, monkeypatch):
+    monkeypatch.setenv("PRB_BODY_LANES", body_lanes)
     model = colliding_scene()
     settings = SimulationSettings()
     reference = ReferenceEngine(model, settings)
     kernels = OpenCLEngine(model, settings)
+    assert kernels.body_lanes == int(body_lanes)
     assert len(reference.find_particle_pairs(reference.particle_positions())) > 100  # contacts from the start
     contacts_seen = 0
     for _ in range(10):
