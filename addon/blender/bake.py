@@ -399,6 +399,19 @@ class _ObjectSnapshot:
         _apply_rest_values(obj, self.rest)
 
 
+def _creation_order(channels_list: list[Channels]) -> list[int]:
+    """Indices of ``channels_list`` by descending object name: the order to create bake actions in.
+
+    Blender keeps ``bpy.data.actions`` sorted by name (``id_sort_by_name``): a new ID is compared,
+    case-insensitively, with up to 512 IDs before it in the list, unless it sorts before all of
+    them. Creating "PRB_Bake_<name>" in descending name order makes each new action land in front
+    of the previous ones after a comparison or two, instead of ~min(n, 512) comparisons at the end
+    of the list (1000 objects: ~0.13 s of the key writing).
+    """
+    names = [ch.obj.name.lower() for ch in channels_list]
+    return sorted(range(len(names)), key=names.__getitem__, reverse=True)
+
+
 def write_bake(frames, channels_list: list[Channels]) -> list:
     """Write the bake of every object at once: all of it, or (on any error) none of it.
 
@@ -407,10 +420,11 @@ def write_bake(frames, channels_list: list[Channels]) -> list:
     """
     frames = np.asarray(frames, dtype=np.float64)
     snapshots = []
-    created = []
+    created = [None] * len(channels_list)
     replaced = []
     try:
-        for ch in channels_list:
+        for i in _creation_order(channels_list):
+            ch = channels_list[i]
             obj = ch.obj
             snapshots.append(_ObjectSnapshot(obj))
             ad = obj.animation_data
@@ -425,13 +439,14 @@ def write_bake(frames, channels_list: list[Channels]) -> list:
                 obj[HAD_ANIM] = ad is not None
                 obj[REST] = _rest_values(obj)
             action, slot = write_action(obj, frames, ch)
-            created.append(action)
+            created[i] = action
             _assign(obj, action, slot.identifier if slot is not None else None)
     except BaseException:
         for snap in reversed(snapshots):
             snap.restore()
         for action in created:
-            bpy.data.actions.remove(action)
+            if action is not None:
+                bpy.data.actions.remove(action)
         raise
     for action in replaced:
         if action.users == 0:
