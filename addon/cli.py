@@ -41,6 +41,10 @@ def parse_args(argv):
     p.add_argument("--step", type=int, help="key every Nth frame")
     p.add_argument("--substeps", type=int, help="substeps per frame (default: automatic)")
     p.add_argument("--radius", type=float, help="particle radius (default: automatic)")
+    p.add_argument("--sleep-speed", type=float, metavar="M_PER_S",
+                   help="bodies slower than this for --sleep-time seconds stop until hit (0: never; default 0.02 "
+                        "or the scene's setting)")
+    p.add_argument("--sleep-time", type=float, metavar="SECONDS", help="see --sleep-speed (default 0.5)")
     p.add_argument("--device", help="OpenCL device: auto, gpu, cpu, P:D, or part of its name")
     p.add_argument("--backend", choices=("opencl", "reference"), default="opencl",
                    help="simulation engine (default: opencl; reference is slow NumPy)")
@@ -144,7 +148,8 @@ def run(argv) -> int:
         frames = args.frames or (None, None)
         options = BakeOptions.from_scene(
             scene, frame_start=frames[0], frame_end=frames[1], frame_step=args.step, substeps=args.substeps,
-            radius=args.radius, device=args.device, backend=args.backend, max_particles=args.max_particles)
+            radius=args.radius, device=args.device, backend=args.backend, max_particles=args.max_particles,
+            sleep_speed=args.sleep_speed, sleep_time=args.sleep_time)
         print(f"PRB: baking {len(dynamic)} objects, {len(static)} colliders from {input_path or 'the open file'}",
               flush=True)
         job = BakeJob(context, dynamic, static, options, log=print_log)

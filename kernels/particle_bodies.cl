@@ -522,6 +522,8 @@ typedef struct {
     __global const float *body_mass;
     __global const float *body_inv_inertia;        // 9 per body, body frame, row-major
     __global const float2 *body_damping;           // per body: (linear, angular) fraction lost per second
+    __global const float *body_extent;             // centre of mass to farthest particle surface
+    __global float *body_quiet;                    // seconds the body has been still (sleeping)
     __global float4 *body_position;
     __global float4 *body_orientation;
     __global float4 *body_momentum;
@@ -530,13 +532,37 @@ typedef struct {
     __global float4 *body_angular_velocity;
 } BodyArrays;
 
+inline void stop_body(int b, BodyArrays body)
+{
+    body.body_momentum[b] = (float4)(0.0f);
+    body.body_angular_momentum[b] = (float4)(0.0f);
+    body.body_velocity[b] = (float4)(0.0f);
+    body.body_angular_velocity[b] = (float4)(0.0f);
+}
+
+// sleep: (speed, time, wake acceleration, unused); see SimulationSettings.sleep_speed
 inline void integrate_body(int b, float3 force, float3 torque, float substep, float3 gravity,
-                           float terminal_speed, BodyArrays body)
+                           float terminal_speed, float4 sleep, BodyArrays body)
 {
     float3 x = body.body_position[b].xyz;
     float4 q = body.body_orientation[b];
     float mass = body.body_mass[b];
+    __global const float *inv_inertia = body.body_inv_inertia + 9 * b;
     force += mass * gravity;
+
+    // sleeping: a still body stays put until it is accelerated (hit, or its support moved away)
+    float extent = body.body_extent[b];
+    float acceleration = length(force) / mass + length(angular_velocity(q, inv_inertia, torque)) * extent;
+    float quiet = body.body_quiet[b];
+    bool accelerated = acceleration >= sleep.z;
+    if (sleep.x > 0.0f && quiet >= sleep.y) {
+        if (!accelerated) {
+            stop_body(b, body);
+            return;
+        }
+        quiet = 0.0f;
+    }
+
     float3 P = body.body_momentum[b].xyz + force * substep;
     float3 L = body.body_angular_momentum[b].xyz + torque * substep;
     float2 damping = body.body_damping[b];
@@ -549,7 +575,6 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     float3 v = P / mass;
     x += v * substep;
 
-    __global const float *inv_inertia = body.body_inv_inertia + 9 * b;
     float3 w = angular_velocity(q, inv_inertia, L);
     float speed = length(w);
     float angle = speed * substep;
@@ -559,12 +584,20 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
         q = quat_multiply(dq, q);
         q = q * rsqrt(dot(q, q));
     }
+    w = angular_velocity(q, inv_inertia, L);
     body.body_position[b] = (float4)(x, 0.0f);
     body.body_orientation[b] = q;
+    bool still = sleep.x > 0.0f && !accelerated && length(v) + length(w) * extent < sleep.x;
+    quiet = still ? quiet + substep : 0.0f;
+    body.body_quiet[b] = quiet;
+    if (sleep.x > 0.0f && quiet >= sleep.y) {
+        stop_body(b, body);  // falls asleep now
+        return;
+    }
     body.body_momentum[b] = (float4)(P, 0.0f);
     body.body_angular_momentum[b] = (float4)(L, 0.0f);
     body.body_velocity[b] = (float4)(v, 0.0f);
-    body.body_angular_velocity[b] = (float4)(angular_velocity(q, inv_inertia, L), 0.0f);
+    body.body_angular_velocity[b] = (float4)(w, 0.0f);
 }
 
 // sum over the BODY_LANES lanes of each body in the work-group, in a fixed order; every work-item
@@ -590,6 +623,8 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     __global const float *body_mass,                                                       \
     __global const float *body_inv_inertia,                                                \
     __global const float2 *body_damping,                                                   \
+    __global const float *body_extent,                                                     \
+    __global float *body_quiet,                                                            \
     __global float4 *body_position,                                                        \
     __global float4 *body_orientation,                                                     \
     __global float4 *body_momentum,                                                        \
@@ -597,7 +632,7 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     __global float4 *body_velocity,                                                        \
     __global float4 *body_angular_velocity
 
-#define BODY_ARRAYS {body_mass, body_inv_inertia, body_damping, body_position, body_orientation, \
+#define BODY_ARRAYS {body_mass, body_inv_inertia, body_damping, body_extent, body_quiet, body_position, body_orientation, \
                      body_momentum, body_angular_momentum, body_velocity, body_angular_velocity}
 
 #define CONTACT_PARAMETERS                                                                 \
@@ -678,6 +713,7 @@ void sum_and_integrate_bodies(
     const float substep,
     const float4 gravity,
     const float terminal_speed,
+    const float4 sleep,
     __global const int *body_first_particle,
     __global const int *body_particle_count,
     __global const float4 *particle_force,
@@ -703,5 +739,5 @@ void sum_and_integrate_bodies(
 #endif
     if (lane != 0 || b >= body_count) return;
     BodyArrays body = BODY_ARRAYS;
-    integrate_body(b, force, torque, substep, gravity.xyz, terminal_speed, body);
+    integrate_body(b, force, torque, substep, gravity.xyz, terminal_speed, sleep, body);
 }

@@ -40,6 +40,8 @@ class BakeOptions:
     substeps: int | None = None  # per frame; None: automatic
     radius: float | None = None  # None: automatic
     target_penetration: float = 0.05
+    sleep_speed: float = 0.02  # m/s; 0: bodies never sleep
+    sleep_time: float = 0.5  # s
     device: str | None = None  # OpenCL device selector; None: automatic
     max_particles: int = 20_000_000
     backend: str = "opencl"
@@ -59,6 +61,8 @@ class BakeOptions:
                 substeps=s.substeps if s.substeps_mode == "MANUAL" else None,
                 radius=s.particle_radius if s.radius_mode == "MANUAL" else None,
                 target_penetration=s.target_penetration,
+                sleep_speed=s.sleep_speed if s.use_sleep else 0.0,
+                sleep_time=s.sleep_time,
                 device=device,
                 max_particles=s.max_particles,
             )
@@ -72,6 +76,10 @@ class BakeOptions:
             raise BakeError(f"frame range {self.frame_start}-{self.frame_end} is empty: the end must be after the start")
         if self.frame_step < 1:
             raise BakeError("frame step must be at least 1")
+        if not self.sleep_speed >= 0:
+            raise BakeError(f"sleep speed must be 0 (never sleep) or more, got {self.sleep_speed}")
+        if not self.sleep_time > 0:
+            raise BakeError(f"sleep time must be more than 0 s, got {self.sleep_time}")
 
     @property
     def frame_count(self) -> int:
@@ -230,6 +238,7 @@ class BakeJob:
                             for link in links]
             self.links = links
             settings = SimulationSettings(gravity=gravity, target_penetration=opts.target_penetration,
+                                          sleep_speed=opts.sleep_speed, sleep_time=opts.sleep_time,
                                           device=opts.device)
             try:
                 self.sim = Simulation(conv.model, settings, frame_rate=frame_rate(self.scene) / opts.frame_step,

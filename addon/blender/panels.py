@@ -121,6 +121,11 @@ class PRB_PT_scene(bpy.types.Panel):
         if s.radius_mode == "MANUAL":
             layout.prop(s, "particle_radius")
         layout.prop(s, "target_penetration")
+        layout.prop(s, "use_sleep")
+        if s.use_sleep:
+            col = layout.column(align=True)
+            col.prop(s, "sleep_speed")
+            col.prop(s, "sleep_time")
         row = layout.row(align=True)
         row.prop(s, "device")
         row.operator("prb.refresh_devices", text="", icon="FILE_REFRESH")

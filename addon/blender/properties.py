@@ -96,6 +96,16 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
         name="Stiffness Target", default=0.05, min=0.001, max=1.0, subtype="FACTOR",
         description="How far a particle may sink into another under the weight of a tall stack, as a fraction "
                     "of its radius (smaller: stiffer contacts, more substeps)")
+    use_sleep: BoolProperty(
+        name="Sleeping", default=True,
+        description="Let bodies that have come to rest stop exactly (Blender's rigid bodies call it deactivation); "
+                    "they wake when hit or when what they rest on moves away")
+    sleep_speed: FloatProperty(
+        name="Sleep Speed", default=0.02, min=1e-4, soft_max=1.0, unit="VELOCITY",
+        precision=3, description="A body whose fastest point moves slower than this is still")
+    sleep_time: FloatProperty(
+        name="Sleep Time", default=0.5, min=0.01, soft_max=5.0, subtype="TIME_ABSOLUTE", unit="TIME_ABSOLUTE",
+        description="Seconds a body must stay still before it sleeps")
     device: EnumProperty(name="Device", items=device_items,
                          description="OpenCL device that runs the simulation")
     max_particles: IntProperty(name="Particle Limit", default=20_000_000, min=1,

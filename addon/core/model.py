@@ -125,6 +125,14 @@ class Model:
         ).reshape(-1, 5)
 
 
+def body_extents(model) -> np.ndarray:
+    """(B,) distance from each body's centre of mass to its farthest particle surface."""
+    if model.body_count == 0:
+        return np.zeros(0)
+    norms = np.linalg.norm(model.particle_offset[: int(model.body_particle_count.sum())], axis=1)
+    return np.maximum.reduceat(norms, model.body_first_particle) + model.particle_radius
+
+
 def quaternion_to_matrix(q) -> np.ndarray:
     """Rotation matrix of unit quaternion(s) (w, x, y, z); works on (4,) or (N, 4) (seed eq. 5.11)."""
     q = np.asarray(q, dtype=np.float64)

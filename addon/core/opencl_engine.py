@@ -17,7 +17,7 @@ import numpy as np
 
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
-from .model import STATIC_BODY, Model, quaternion_to_matrix
+from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
 from .settings import FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings, derive_contact_parameters
 from .state import BodyState, StateMixin
 
@@ -35,7 +35,7 @@ MAX_BODY_LANES = 8
 # estimate users see before simulating. The grid's two bucket arrays hold up to two buckets per
 # particle.
 BYTES_PER_PARTICLE = 16 + 4 * 4 + 16 * 3 + 16 * 2 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
-BYTES_PER_BODY = 16 * 6 + 4 * 4 + 9 * 4 + 8
+BYTES_PER_BODY = 16 * 6 + 4 * 6 + 9 * 4 + 8
 
 
 def estimate_device_memory(particle_count: int, body_count: int) -> int:
@@ -185,6 +185,8 @@ class OpenCLEngine(StateMixin):
         self.b_body_contact_mass = self._buffer(m.body_effective_mass.astype(np.float32))
         self.b_body_inv_inertia = self._buffer(m.body_inv_inertia_local.reshape(-1).astype(np.float32))
         self.b_body_damping = self._buffer(np.ascontiguousarray(damping, dtype=np.float32))
+        self.b_body_extent = self._buffer(body_extents(m).astype(np.float32))
+        self.b_body_quiet = self._buffer(np.zeros(B, np.float32))
 
         self.b_plane_point = self._buffer(_vec4(m.plane_point))
         self.b_plane_normal = self._buffer(_vec4(m.plane_normal))
@@ -238,10 +240,12 @@ class OpenCLEngine(StateMixin):
             self.b_sorted_omega)
         grid = self.colliders.grid
         gravity = np.array([*pr.gravity, 0.0], dtype=np.float32)
-        body_arrays = [self.b_body_mass, self.b_body_inv_inertia, self.b_body_damping, self.b_body_x, self.b_body_q,
+        body_arrays = [self.b_body_mass, self.b_body_inv_inertia, self.b_body_damping, self.b_body_extent,
+                       self.b_body_quiet, self.b_body_x, self.b_body_q,
                        self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w]
         self.k_sum_integrate.set_args(
-            np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed), self.b_body_first,
+            np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed),
+            np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration, 0.0], dtype=np.float32), self.b_body_first,
             self.b_body_count, self.b_force, self.b_torque, *body_arrays)
         for h_in in range(2):
             h_out = 1 - h_in

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
-from .model import STATIC_BODY, Model, quaternion_to_matrix
+from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
 from .settings import FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings, derive_contact_parameters
 from .state import BodyState, StateMixin
 
@@ -71,6 +71,8 @@ class ReferenceEngine(StateMixin):
         self.history_xi = np.zeros((m.particle_count, FRICTION_SLOTS, 3))
         self.dynamic = m.particle_body != STATIC_BODY
         self.colliders = ColliderMotion(m, m.particle_radius)
+        self.extent = body_extents(m)
+        self.quiet = np.zeros(m.body_count)  # seconds each body has been still (sleeping)
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -274,6 +276,17 @@ class ReferenceEngine(StateMixin):
             sl = slice(first, first + count)
             total_force = force[sl].sum(axis=0) + m.body_mass[b] * pr.gravity
             total_torque = np.cross(offset_world[sl], force[sl]).sum(axis=0) + torque[sl].sum(axis=0)
+            # sleeping (SimulationSettings.sleep_speed): a still body stays put until accelerated
+            rot = self._rotation(b)
+            inv_inertia_world = rot @ m.body_inv_inertia_local[b] @ rot.T
+            acceleration = (np.linalg.norm(total_force) / m.body_mass[b]
+                            + np.linalg.norm(inv_inertia_world @ total_torque) * self.extent[b])
+            accelerated = acceleration >= pr.wake_acceleration
+            if pr.sleep_speed > 0 and self.quiet[b] >= pr.sleep_time:
+                if not accelerated:
+                    self._stop(b)
+                    continue
+                self.quiet[b] = 0.0
             self.P[b] += total_force * dt
             self.L[b] += total_torque * dt
             lin_damp, ang_damp = materials[m.body_material[b], 2:4]
@@ -289,3 +302,12 @@ class ReferenceEngine(StateMixin):
             omega = self._omega(b)
             q = quaternion_multiply(rotation_quaternion(omega, dt), self.q[b])
             self.q[b] = q / np.linalg.norm(q)
+            speed = np.linalg.norm(self.P[b]) / m.body_mass[b] + np.linalg.norm(self._omega(b)) * self.extent[b]
+            still = pr.sleep_speed > 0 and not accelerated and speed < pr.sleep_speed
+            self.quiet[b] = self.quiet[b] + dt if still else 0.0
+            if pr.sleep_speed > 0 and self.quiet[b] >= pr.sleep_time:
+                self._stop(b)  # falls asleep now
+
+    def _stop(self, b):
+        self.P[b] = 0.0
+        self.L[b] = 0.0

@@ -40,6 +40,11 @@ class SimulationSettings:
     stiffness: float | None = None  # N/m per particle contact; overrides the target when set
     substep: float | None = None  # seconds; None: automatic from stiffness and mass
     terminal_speed: float = 0.0  # m/s, 0 = unlimited (the seed's momentum clamp)
+    # Sleeping (Blender/Bullet call it deactivation): a body whose fastest point moves slower than
+    # sleep_speed, and which is not being accelerated, for sleep_time seconds stops moving until a
+    # contact or lost support accelerates it again. 0 turns it off.
+    sleep_speed: float = 0.02  # m/s
+    sleep_time: float = 0.5  # s
     device: str | None = None  # OpenCL device selector, see core.device
 
     def __post_init__(self):
@@ -54,6 +59,10 @@ class SimulationSettings:
                 raise ValueError(f"{name} must be positive, got {value}")
         if self.terminal_speed < 0:
             raise ValueError("terminal speed must be >= 0")
+        for name in ("sleep_speed", "sleep_time"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be >= 0, got {value}")
 
 
 @dataclass
@@ -66,12 +75,19 @@ class ContactParameters:
     substep: float
     gravity: np.ndarray
     terminal_speed: float
+    sleep_speed: float  # 0: no sleeping
+    sleep_time: float
+    wake_acceleration: float  # m/s^2: a body accelerated more than this is awake
     materials: np.ndarray = field(repr=False)  # (M, 5) friction, restitution, lin/ang damping, rolling friction
     damping_ratio: np.ndarray = field(repr=False)  # (M, M) zeta for each material pair
     friction: np.ndarray = field(repr=False)  # (M, M) mu for each material pair
     rolling_friction: np.ndarray = field(repr=False)  # (M, M) rolling resistance for each pair
 
 
+# A body counts as accelerated (awake) when its centre plus its extent times the angular
+# acceleration exceed this fraction of g: a body on a support that went away accelerates at g, one
+# at rest on settled contacts at ~0; a resting contact still ringing at 1 cm/s gives ~0.1 g.
+WAKE_ACCELERATION_FRACTION = 0.25
 MAX_DAMPING_RATIO = 2.0  # beyond this the dashpot itself limits the explicit substep
 
 
@@ -154,6 +170,9 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         substep=dt,
         gravity=np.asarray(settings.gravity, dtype=np.float64),
         terminal_speed=float(settings.terminal_speed),
+        sleep_speed=float(settings.sleep_speed) if settings.sleep_time > 0 else 0.0,
+        sleep_time=float(settings.sleep_time),
+        wake_acceleration=WAKE_ACCELERATION_FRACTION * max(float(np.linalg.norm(settings.gravity)), 1.0),
         materials=materials,
         damping_ratio=damping_ratio_for_restitution(e_pair),
         friction=mu,

@@ -119,6 +119,10 @@ def test_cli_bakes_a_saved_file_read_back_by_another_process(tmp_path):
     proc = subprocess.run(bad, capture_output=True, text=True, env=env)
     assert proc.returncode == 1 and proc.stderr.strip().splitlines()[-1] == "error: objects not found in the file: Nope"
     assert not (tmp_path / "x.blend").exists()
+    bad = cli[:-2] + ["--sleep-speed", "-1", "--output", str(tmp_path / "x.blend")]
+    proc = subprocess.run(bad, capture_output=True, text=True, env=env)
+    assert proc.returncode == 1 and "sleep speed" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "x.blend").exists()
 
 
 def test_cli_without_opencl_says_what_to_install(tmp_path):

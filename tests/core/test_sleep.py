@@ -1,0 +1,72 @@
+"""Sleeping (deactivation): still bodies stop exactly, and wake when hit or when their support goes."""
+import numpy as np
+
+from addon.core import Material, ModelBuilder, SimulationSettings
+from addon.core.opencl_engine import OpenCLEngine
+from addon.core.reference import ReferenceEngine
+from addon.core.shapes import cube_particles
+from helpers import RADIUS, add_cube, engine_for, run_for
+
+MATERIAL = Material(friction=0.5, restitution=0.1)
+
+
+def test_a_settled_cube_falls_asleep_and_a_sliding_cube_wakes_it():
+    builder = ModelBuilder(RADIUS)
+    add_cube(builder, (0.0, 0.0, 0.55), material=MATERIAL)
+    # a second cube slides along the ground towards the first and arrives after it fell asleep
+    add_cube(builder, (-5.0, 0.0, 0.51), material=Material(friction=0.0), velocity=(3.0, 0.0, 0.0))
+    builder.add_ground_plane(0.0, material=MATERIAL)
+    engine = engine_for(builder, sleep_speed=0.02, sleep_time=0.3)
+    state = run_for(engine, 0.6)
+    assert np.all(state.velocity[0] == 0.0) and np.all(state.angular_velocity[0] == 0.0)  # asleep
+    asleep_at = state.position[0].copy()
+    state = run_for(engine, 0.4)
+    assert np.all(state.position[0] == asleep_at)  # stays exactly put while asleep
+    state = run_for(engine, 1.5)
+    # hit: woken and pushed along x
+    assert state.position[0, 0] - asleep_at[0] > 0.05, state.position[0]
+    state = run_for(engine, 3.0)
+    assert np.all(np.linalg.norm(state.velocity, axis=1) == 0.0)  # both asleep again
+
+
+def test_a_sleeping_cube_falls_when_its_support_is_knocked_away():
+    builder = ModelBuilder(RADIUS)
+    add_cube(builder, (0.0, 0.0, 0.55), material=MATERIAL)  # bottom
+    add_cube(builder, (0.0, 0.0, 1.6), material=MATERIAL)  # top, resting on the bottom one
+    # a heavy cube slides in and knocks the bottom one out from under the top one
+    builder.add_body(cube_particles(1.0), density=8000.0,
+                     position=(-5.0, 0.0, 0.51), velocity=(5.0, 0.0, 0.0), material=Material(friction=0.0))
+    builder.add_ground_plane(0.0, material=MATERIAL)
+    engine = engine_for(builder, sleep_speed=0.02, sleep_time=0.2)
+    state = run_for(engine, 0.7)  # the hit comes at 0.8 s
+    assert np.all(state.velocity[:2] == 0.0)  # the stack is asleep before the hit
+    state = run_for(engine, 3.0)
+    # the top cube came down to the ground (about half a side), not left hanging in the air
+    assert state.position[1, 2] < 0.8, state.position[1]
+
+
+def test_kernels_match_the_reference_while_bodies_fall_asleep():
+    builder = ModelBuilder(RADIUS)
+    rng = np.random.default_rng(2)
+    for k in range(4):
+        add_cube(builder, (1.3 * k, 0.0, 0.52), material=MATERIAL, velocity=(0.0, 0.0, -0.05 * k),
+                 orientation=[1.0, *rng.uniform(-0.01, 0.01, 3)])
+    builder.add_ground_plane(0.0, material=MATERIAL)
+    model = builder.finalize()
+    settings = SimulationSettings(sleep_speed=0.05, sleep_time=0.05)
+    reference, kernels = ReferenceEngine(model, settings), OpenCLEngine(model, settings)
+    reference.step(300)
+    kernels.step(300)
+    expected, got = reference.body_state(), kernels.body_state()
+    assert np.all(expected.velocity == 0.0)  # all asleep in the reference...
+    np.testing.assert_array_equal(got.velocity, 0.0)  # ...and in the kernels
+    np.testing.assert_allclose(got.position, expected.position, atol=2e-4)
+
+
+def test_sleeping_can_be_turned_off():
+    builder = ModelBuilder(RADIUS)
+    add_cube(builder, (0.0, 0.0, 0.55), material=MATERIAL)
+    builder.add_ground_plane(0.0, material=MATERIAL)
+    state = run_for(engine_for(builder, sleep_speed=0.0), 2.0)
+    assert np.any(state.velocity != 0.0)  # still integrating (tiny speeds, never exactly zero)
+    assert np.linalg.norm(state.velocity) < 1e-2
