@@ -12,6 +12,16 @@
 
 #define STATIC_BODY (-1)
 #define EMPTY_SLOT (-1)
+// the bucket-ordered velocity's .w holds the material index, and this bit when the body sleeps
+#define ASLEEP_BIT (1 << 30)
+#define MATERIAL_MASK (ASLEEP_BIT - 1)
+
+// sleep: (speed, time, wake acceleration, 1 if sleeping bodies may skip their contacts); see
+// SimulationSettings.sleep_speed
+inline bool is_asleep(float quiet, float4 sleep)
+{
+    return sleep.x > 0.0f && quiet >= sleep.y;
+}
 
 // ---------------------------------------------------------------------------------------------
 // small vector helpers
@@ -205,7 +215,8 @@ __kernel void sort_buckets(
 }
 
 inline void gather_one(
-    uint a, int i, __global const float4 *particle_offset, __global const int *particle_body,
+    uint a, int i, float4 sleep, __global const float *body_quiet,
+    __global const float4 *particle_offset, __global const int *particle_body,
     __global const int *particle_material, __global const float4 *body_position,
     __global const float4 *body_orientation, __global const float4 *body_velocity,
     __global const float4 *body_angular_velocity, __global float4 *sorted_position,
@@ -213,23 +224,27 @@ inline void gather_one(
 {
     int b = particle_body[i];
     float3 p, v, w;
+    int material = particle_material[i];
     if (b == STATIC_BODY) {
         p = particle_offset[i].xyz;
         v = (float3)(0.0f);
         w = (float3)(0.0f);
     } else {
+        if (is_asleep(body_quiet[b], sleep)) material |= ASLEEP_BIT;
         float3 r = quat_rotate(body_orientation[b], particle_offset[i].xyz);
         p = body_position[b].xyz + r;
         w = body_angular_velocity[b].xyz;
         v = body_velocity[b].xyz + cross(w, r);
     }
     sorted_position[a] = (float4)(p, as_float(b));
-    sorted_velocity[a] = (float4)(v, as_float(particle_material[i]));
+    sorted_velocity[a] = (float4)(v, as_float(material));
     sorted_omega[a] = (float4)(w, as_float(i));
 }
 
 __kernel void gather_sorted(
     const int particle_count,
+    const float4 sleep,
+    __global const float *body_quiet,
     __global const int *sorted_particle,
     __global const float4 *particle_offset,
     __global const int *particle_body,
@@ -244,7 +259,7 @@ __kernel void gather_sorted(
 {
     int a = get_global_id(0);
     if (a >= particle_count) return;
-    gather_one(a, sorted_particle[a], particle_offset, particle_body, particle_material, body_position,
+    gather_one(a, sorted_particle[a], sleep, body_quiet, particle_offset, particle_body, particle_material, body_position,
                body_orientation, body_velocity, body_angular_velocity, sorted_position, sorted_velocity,
                sorted_omega);
 }
@@ -388,6 +403,7 @@ inline void particle_contacts(
     __global const uint *triangle_bucket_start, __global const int *triangle_items,
     const int stride, __global const int *history_key_in, __global const float4 *history_xi_in,
     __global int *history_key_out, __global float4 *history_xi_out,
+    bool asleep_i, __global int *body_touched_out,
     float3 *body_force, float3 *body_torque)
 {
     float diameter = 2.0f * cc.radius;
@@ -440,8 +456,11 @@ inline void particle_contacts(
             float3 n = delta / dist;
             float4 other_velocity = sorted_velocity[k];
             float4 other_omega = sorted_omega[k];
+            int mat_j = as_int(other_velocity.w);
+            // an awake body touching a sleeping one makes it compute its contacts next substep
+            if ((mat_j & ASLEEP_BIT) && !asleep_i) body_touched_out[body_j] = 1;
             add_contact(cc, as_int(other_omega.w), n, diameter - dist, v_i, w_i, other_velocity.xyz, other_omega.xyz,
-                        mass_i, contact_mass(body_j, body_contact_mass), mat_i, as_int(other_velocity.w),
+                        mass_i, contact_mass(body_j, body_contact_mass), mat_i, mat_j & MATERIAL_MASK,
                         pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                         new_key, new_xi, &slots_used, &force, &torque);
         }
@@ -540,9 +559,10 @@ inline void stop_body(int b, BodyArrays body)
     body.body_angular_velocity[b] = (float4)(0.0f);
 }
 
-// sleep: (speed, time, wake acceleration, unused); see SimulationSettings.sleep_speed
+// touched: whether the body's contacts were computed although it sleeps (see
+// particle_contacts_sorted)
 inline void integrate_body(int b, float3 force, float3 torque, float substep, float3 gravity,
-                           float terminal_speed, float4 sleep, BodyArrays body)
+                           float terminal_speed, float4 sleep, bool touched, BodyArrays body)
 {
     float3 x = body.body_position[b].xyz;
     float4 q = body.body_orientation[b];
@@ -555,8 +575,9 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     float acceleration = length(force) / mass + length(angular_velocity(q, inv_inertia, torque)) * extent;
     float quiet = body.body_quiet[b];
     bool accelerated = acceleration >= sleep.z;
-    if (sleep.x > 0.0f && quiet >= sleep.y) {
-        if (!accelerated) {
+    if (is_asleep(quiet, sleep)) {
+        bool contacts_skipped = sleep.w > 0.0f && !touched;
+        if (contacts_skipped || !accelerated) {
             stop_body(b, body);
             return;
         }
@@ -590,7 +611,7 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     bool still = sleep.x > 0.0f && !accelerated && length(v) + length(w) * extent < sleep.x;
     quiet = still ? quiet + substep : 0.0f;
     body.body_quiet[b] = quiet;
-    if (sleep.x > 0.0f && quiet >= sleep.y) {
+    if (is_asleep(quiet, sleep)) {
         stop_body(b, body);  // falls asleep now
         return;
     }
@@ -687,7 +708,10 @@ __kernel void particle_contacts_sorted(
     CONTACT_PARAMETERS,
     __global const float4 *body_position,
     __global float4 *particle_force,
-    __global float4 *particle_torque)
+    __global float4 *particle_torque,
+    const float4 sleep,
+    __global const int *body_touched_in,
+    __global int *body_touched_out)
 {
     int s = get_global_id(0);
     if (s >= particle_count) return;
@@ -698,10 +722,24 @@ __kernel void particle_contacts_sorted(
     float4 own_velocity = sorted_velocity[s];
     float4 own_omega = sorted_omega[s];
     int i = as_int(own_omega.w);
+    int mat_i = as_int(own_velocity.w);
+    bool asleep_i = (mat_i & ASLEEP_BIT) != 0;
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
-    particle_contacts(i, body_i, own.xyz, own.xyz - body_position[body_i].xyz, own_velocity.xyz, own_omega.xyz,
-                      body_contact_mass[body_i], as_int(own_velocity.w), CONTACT_ARGUMENTS, &force, &torque);
+    if (asleep_i && sleep.w > 0.0f && !body_touched_in[body_i]) {
+        // a sleeping body nothing awake touched: no contacts to compute (what makes settled
+        // piles cheap); its friction springs carry over unchanged
+        for (int k = 0; k < FRICTION_SLOTS; ++k) {
+            int key = history_key_in[k * history_stride + i];
+            history_key_out[k * history_stride + i] = key;
+            if (key == EMPTY_SLOT) break;
+            history_xi_out[k * history_stride + i] = history_xi_in[k * history_stride + i];
+        }
+    } else {
+        particle_contacts(i, body_i, own.xyz, own.xyz - body_position[body_i].xyz, own_velocity.xyz, own_omega.xyz,
+                          body_contact_mass[body_i], mat_i & MATERIAL_MASK, CONTACT_ARGUMENTS, asleep_i,
+                          body_touched_out, &force, &torque);
+    }
     particle_force[i] = (float4)(force, 0.0f);
     particle_torque[i] = (float4)(torque, 0.0f);
 }
@@ -718,6 +756,7 @@ void sum_and_integrate_bodies(
     __global const int *body_particle_count,
     __global const float4 *particle_force,
     __global const float4 *particle_torque,       // about the body's centre of mass
+    __global int *body_touched_in,                // read and cleared for the substep after next
     BODY_ARRAYS_PARAMETERS)
 {
     int lid = get_local_id(0);
@@ -739,5 +778,7 @@ void sum_and_integrate_bodies(
 #endif
     if (lane != 0 || b >= body_count) return;
     BodyArrays body = BODY_ARRAYS;
-    integrate_body(b, force, torque, substep, gravity.xyz, terminal_speed, sleep, body);
+    bool touched = body_touched_in[b] != 0;
+    body_touched_in[b] = 0;
+    integrate_body(b, force, torque, substep, gravity.xyz, terminal_speed, sleep, touched, body);
 }

@@ -119,7 +119,7 @@ class OpenCLEngine(StateMixin):
         self.k_scatter = self.program.scatter_to_buckets
         self.k_sort = self.program.sort_buckets
         self.k_gather = self.program.gather_sorted
-        self.k_sum_integrate = self.program.sum_and_integrate_bodies
+        self.k_sum_integrate = [cl.Kernel(self.program, "sum_and_integrate_bodies") for _ in range(2)]
         # one instance per direction of the friction history's double buffer
         self.k_contacts = [cl.Kernel(self.program, "particle_contacts_sorted") for _ in range(2)]
         self._upload()
@@ -187,6 +187,9 @@ class OpenCLEngine(StateMixin):
         self.b_body_damping = self._buffer(np.ascontiguousarray(damping, dtype=np.float32))
         self.b_body_extent = self._buffer(body_extents(m).astype(np.float32))
         self.b_body_quiet = self._buffer(np.zeros(B, np.float32))
+        # "an awake body touched this sleeping one": written by the contacts of one substep, read by
+        # the next (double buffer, swapped with the friction history)
+        self.b_body_touched = [self._buffer(np.zeros(B, np.int32)), self._buffer(np.zeros(B, np.int32))]
 
         self.b_plane_point = self._buffer(_vec4(m.plane_point))
         self.b_plane_normal = self._buffer(_vec4(m.plane_normal))
@@ -234,8 +237,13 @@ class OpenCLEngine(StateMixin):
         self.k_scatter.set_args(np.int32(P), self.b_particle_bucket, self.b_scan_local, self.b_group_offset,
                                 self.b_bucket_count, self.b_sorted)
         self.k_sort.set_args(np.int32(self.bucket_total), self.b_scan_local, self.b_group_offset, self.b_sorted)
+        # sleeping bodies skip their contacts unless an awake body touches them; a moving collider
+        # would not wake them, so not while colliders move
+        colliders_move = bool(np.any(self.colliders.velocities)) if m.triangle_count else False
+        sleep = np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration, 0.0 if colliders_move else 1.0],
+                         dtype=np.float32)
         self.k_gather.set_args(
-            np.int32(P), self.b_sorted, self.b_offset, self.b_particle_body, self.b_particle_material,
+            np.int32(P), sleep, self.b_body_quiet, self.b_sorted, self.b_offset, self.b_particle_body, self.b_particle_material,
             self.b_body_x, self.b_body_q, self.b_body_v, self.b_body_w, self.b_sorted_pos, self.b_sorted_vel,
             self.b_sorted_omega)
         grid = self.colliders.grid
@@ -243,11 +251,11 @@ class OpenCLEngine(StateMixin):
         body_arrays = [self.b_body_mass, self.b_body_inv_inertia, self.b_body_damping, self.b_body_extent,
                        self.b_body_quiet, self.b_body_x, self.b_body_q,
                        self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w]
-        self.k_sum_integrate.set_args(
-            np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed),
-            np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration, 0.0], dtype=np.float32), self.b_body_first,
-            self.b_body_count, self.b_force, self.b_torque, *body_arrays)
         for h_in in range(2):
+            self.k_sum_integrate[h_in].set_args(
+                np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed), sleep,
+                self.b_body_first, self.b_body_count, self.b_force, self.b_torque, self.b_body_touched[h_in],
+                *body_arrays)
             h_out = 1 - h_in
             contact_arguments = [
                 np.int32(m.plane_count), inv_cell, bits,
@@ -262,7 +270,8 @@ class OpenCLEngine(StateMixin):
                 np.int32(P), self.b_hist_key[h_in], self.b_hist_xi[h_in], self.b_hist_key[h_out],
                 self.b_hist_xi[h_out]]
             self.k_contacts[h_in].set_args(
-                np.int32(P), *contact_arguments, self.b_body_x, self.b_force, self.b_torque)
+                np.int32(P), *contact_arguments, self.b_body_x, self.b_force, self.b_torque, sleep,
+                self.b_body_touched[h_in], self.b_body_touched[1 - h_in])
         self._sizes = {
             "buckets": (_round_up(P),),
             "scan groups": (self.scan_group_count * SCAN_LOCAL_SIZE,),
@@ -326,7 +335,8 @@ class OpenCLEngine(StateMixin):
             kernel.set_arg(self._COLLIDER_TAU_ARG, np.float32(self.colliders.tau))
         # 64 work-items: 32 and 64 measured best on the H100 (0.55 ms at 100k cubes; 256: 0.68 ms)
         record("contacts", cl.enqueue_nd_range_kernel(q, kernel, sizes["gather"], (64,)))
-        record("bodies", cl.enqueue_nd_range_kernel(q, self.k_sum_integrate, sizes["bodies"], (BODY_GROUP_SIZE,)))
+        record("bodies", cl.enqueue_nd_range_kernel(q, self.k_sum_integrate[self.history_in], sizes["bodies"],
+                                                    (BODY_GROUP_SIZE,)))
         self.history_in = 1 - self.history_in
         self.colliders.tau += self.params.substep
 

@@ -73,6 +73,8 @@ class ReferenceEngine(StateMixin):
         self.colliders = ColliderMotion(m, m.particle_radius)
         self.extent = body_extents(m)
         self.quiet = np.zeros(m.body_count)  # seconds each body has been still (sleeping)
+        # an awake body touched this sleeping one in the previous substep: it computes its contacts
+        self.touched = np.zeros(m.body_count, dtype=bool)
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -196,8 +198,14 @@ class ReferenceEngine(StateMixin):
         for i, j in pairs:
             by_particle.setdefault(int(i), []).append(int(j))
         zero = np.zeros(3)
+        asleep = (self.quiet >= pr.sleep_time) if pr.sleep_speed > 0 else np.zeros(m.body_count, dtype=bool)
+        touched_next = np.zeros(m.body_count, dtype=bool)
         for i in np.flatnonzero(self.dynamic):
             b = m.particle_body[i]
+            if asleep[b] and self.sleepers_skip() and not self.touched[b]:
+                # a sleeping body nothing awake touched: no contacts, friction springs carry over
+                new_key[i], new_xi[i] = self.history_key[i], self.history_xi[i]
+                continue
             omega_i = state.angular_velocity[b]
             slots_in = (self.history_key[i], self.history_xi[i])
             slots_out = [new_key[i], new_xi[i], 0]
@@ -212,6 +220,8 @@ class ReferenceEngine(StateMixin):
                     omega_j, mass_j = zero, None
                 else:
                     omega_j, mass_j = state.angular_velocity[bj], self._contact_mass(bj)
+                    if asleep[bj] and not asleep[b]:
+                        touched_next[bj] = True
                 f, t = self._contact(i, j, n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
                                      self._particle_material(j), mass_j, slots_in, slots_out)
                 force[i] += f
@@ -227,6 +237,7 @@ class ReferenceEngine(StateMixin):
         self.history_key, self.history_xi = new_key, new_xi
         self.colliders.tau += dt
         self._integrate(force, torque, offset_world)
+        self.touched = touched_next
         self.time += dt
         self.substeps_done += 1
 
@@ -283,7 +294,8 @@ class ReferenceEngine(StateMixin):
                             + np.linalg.norm(inv_inertia_world @ total_torque) * self.extent[b])
             accelerated = acceleration >= pr.wake_acceleration
             if pr.sleep_speed > 0 and self.quiet[b] >= pr.sleep_time:
-                if not accelerated:
+                contacts_skipped = self.sleepers_skip() and not self.touched[b]
+                if contacts_skipped or not accelerated:
                     self._stop(b)
                     continue
                 self.quiet[b] = 0.0
@@ -307,6 +319,10 @@ class ReferenceEngine(StateMixin):
             self.quiet[b] = self.quiet[b] + dt if still else 0.0
             if pr.sleep_speed > 0 and self.quiet[b] >= pr.sleep_time:
                 self._stop(b)  # falls asleep now
+
+    def sleepers_skip(self) -> bool:
+        """Sleeping bodies skip their contacts, except while colliders move (those would not wake them)."""
+        return not (self.model.triangle_count and np.any(self.colliders.velocities))
 
     def _stop(self, b):
         self.P[b] = 0.0

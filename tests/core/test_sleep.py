@@ -70,3 +70,20 @@ def test_sleeping_can_be_turned_off():
     state = run_for(engine_for(builder, sleep_speed=0.0), 2.0)
     assert np.any(state.velocity != 0.0)  # still integrating (tiny speeds, never exactly zero)
     assert np.linalg.norm(state.velocity) < 1e-2
+
+
+def test_kernels_match_the_reference_when_a_sleeping_cube_is_hit():
+    builder = ModelBuilder(RADIUS)
+    add_cube(builder, (0.0, 0.0, 0.5), material=MATERIAL)
+    add_cube(builder, (-1.5, 0.0, 0.5), material=Material(friction=0.0), velocity=(2.0, 0.0, 0.0))
+    builder.add_ground_plane(0.0, material=MATERIAL)
+    model = builder.finalize()
+    settings = SimulationSettings(sleep_speed=0.05, sleep_time=0.05)
+    reference, kernels = ReferenceEngine(model, settings), OpenCLEngine(model, settings)
+    for engine in (reference, kernels):
+        engine.step(100)  # 0.17 s: the first cube sleeps, the second is on its way (hit at ~0.25 s)
+        assert np.all(engine.body_state().velocity[0] == 0.0)
+        engine.step(400)
+    expected, got = reference.body_state(), kernels.body_state()
+    assert expected.position[0, 0] > 0.02  # woken and pushed
+    np.testing.assert_allclose(got.position, expected.position, atol=2e-3)
