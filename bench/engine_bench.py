@@ -30,27 +30,21 @@ from bench.scenes import cube_pile  # noqa: E402
 BYTES_PER_PARTICLE_STEP = 264
 
 
-def run_size(count: int, device: str | None, seconds: float, warmup_steps: int) -> dict:
+def run_size(count: int, device: str | None, steps: int, warmup_steps: int) -> dict:
     t0 = time.perf_counter()
     model = cube_pile(count)
     build_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     engine = OpenCLEngine(model, SimulationSettings(device=device), profile=False)
     setup_s = time.perf_counter() - t0
-    # the pile starts falling: warm up (compilation, caches), then time until `seconds` of wall time
+    # the pile starts falling: warm up (compilation, caches), then time a fixed window of substeps,
+    # so every device does the same work (contacts grow as the pile forms)
     engine.step(warmup_steps)
     engine.queue.finish()
-    steps = 0
-    batch = 10
     start = time.perf_counter()
-    while True:
-        engine.step(batch)
-        engine.queue.finish()
-        steps += batch
-        elapsed = time.perf_counter() - start
-        if elapsed > seconds or steps >= 20000:
-            break
-        batch = min(batch * 2, 500)
+    engine.step(steps)
+    engine.queue.finish()
+    elapsed = time.perf_counter() - start
     ms_per_step = 1e3 * elapsed / steps
     # per-stage split, measured separately with device events (profiling adds a little overhead)
     profiled = OpenCLEngine(model, SimulationSettings(device=device), profile=True)
@@ -68,6 +62,7 @@ def run_size(count: int, device: str | None, seconds: float, warmup_steps: int) 
         "substep_s": engine.params.substep,
         "grid_bits": list(engine.grid_bits),
         "steps_timed": steps,
+        "warmup_steps": warmup_steps,
         "ms_per_step": ms_per_step,
         "steps_per_s": 1e3 / ms_per_step,
         "simulated_s_per_wall_s": engine.params.substep * 1e3 / ms_per_step,
@@ -83,14 +78,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10000])
     parser.add_argument("--device", default=None, help="OpenCL device selector (auto, gpu, cpu, P:D, name)")
-    parser.add_argument("--seconds", type=float, default=3.0, help="wall time to time each size for")
+    parser.add_argument("--steps", type=int, default=500,
+                        help="substeps timed per size, after the warm-up (500: the first 0.9 s of the fall)")
     parser.add_argument("--warmup-steps", type=int, default=20)
     parser.add_argument("--out", default=str(ROOT / "out" / "engine_bench.json"))
     args = parser.parse_args(argv)
     results = []
     device_label = None
     for count in args.sizes:
-        result = run_size(count, args.device, args.seconds, args.warmup_steps)
+        result = run_size(count, args.device, args.steps, args.warmup_steps)
         results.append(result)
         print(f"{result['bodies']:>8} cubes {result['particles']:>9} particles  {result['ms_per_step']:8.3f} ms/step "
               f"{result['steps_per_s']:9.1f} steps/s  ~{result['est_bandwidth_GBps']:7.1f} GB/s  "

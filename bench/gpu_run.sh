@@ -14,5 +14,5 @@ shift || true
 if [ "${RUN_TESTS:-1}" = 1 ]; then
   PRB_OPENCL_DEVICE=gpu python3 -m pytest tests/core -q -x -p no:cacheprovider "$@" 2>&1 | tail -5
 fi
-python3 bench/engine_bench.py --device gpu --sizes $SIZES --seconds ${SECONDS_PER_SIZE:-3} --out "${OUT:-out}/engine_bench_gpu.json"
+python3 bench/engine_bench.py --device gpu --sizes $SIZES --steps ${STEPS_PER_SIZE:-500} --out "${OUT:-out}/engine_bench_gpu.json"
 python3 bench/bake_phases.py --device gpu --cubes ${PHASE_CUBES:-10000} --frames ${PHASE_FRAMES:-250} --out "${OUT:-out}/bake_phases_gpu.json" | tail -12
