@@ -293,7 +293,10 @@ def _live_job():
     return job
 
 
-def test_modal_steps_move_objects_then_bake_or_cancel_on_esc(registered):
+def test_modal_steps_move_objects_then_bake_or_cancel_on_esc(registered, monkeypatch):
+    # one frame per timer tick (the job always pulls at least one): the small scene would otherwise
+    # bake completely within the first tick's time budget on a fast machine
+    monkeypatch.setattr("addon.blender.operators.STEP_BUDGET", 0.0)
     build_scene()
     before = scene_snapshot()
     driver = _modal_driver()(_live_job())
