@@ -401,6 +401,7 @@ inline void particle_contacts(
     __global const int4 *triangle_vertices, __global const float4 *collider_vertex,
     __global const float4 *collider_velocity, __global const int *large_triangles,
     __global const uint *triangle_bucket_start, __global const int *triangle_items,
+    __global const float4 *triangle_bounds,
     const int stride, __global const int *history_key_in, __global const float4 *history_xi_in,
     __global int *history_key_out, __global float4 *history_xi_out,
     bool asleep_i, __global int *body_touched_out,
@@ -492,6 +493,11 @@ inline void particle_contacts(
             for (int k = 0; k < candidates; ++k) {
                 int t = (k < large_triangle_count) ? large_triangles[k]
                                                    : triangle_items[triangle_begin + (uint)(k - large_triangle_count)];
+                // outside the triangle's box grown by a radius: no contact (cheap reject, before
+                // loading six vertex vectors)
+                float4 lower = triangle_bounds[2 * t], upper = triangle_bounds[2 * t + 1];
+                if (p_i.x < lower.x || p_i.y < lower.y || p_i.z < lower.z ||
+                    p_i.x > upper.x || p_i.y > upper.y || p_i.z > upper.z) continue;
                 int4 tv = triangle_vertices[t];
                 float3 va = collider_vertex[tv.x].xyz + collider_tau * collider_velocity[tv.x].xyz;
                 float3 vb = collider_vertex[tv.y].xyz + collider_tau * collider_velocity[tv.y].xyz;
@@ -683,6 +689,7 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     __global const int *large_triangles,                                                   \
     __global const uint *triangle_bucket_start,                                            \
     __global const int *triangle_items,                                                    \
+    __global const float4 *triangle_bounds,    /* per triangle: lower, upper corner */     \
     const int history_stride,                                                              \
     __global const int *history_key_in,                                                    \
     __global const float4 *history_xi_in,                                                  \
@@ -695,7 +702,7 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     plane_point, plane_normal, plane_material, pair_damping_ratio, pair_friction, pair_rolling, \
     large_triangle_count, triangle_inv_cell, triangle_mask, collider_tau,                  \
     triangle_vertices, collider_vertex, collider_velocity, large_triangles,                \
-    triangle_bucket_start, triangle_items,                                                 \
+    triangle_bucket_start, triangle_items, triangle_bounds,                                \
     history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out
 
 // 5. contacts: a work-item per particle in bucket order, so neighbouring work-items search the

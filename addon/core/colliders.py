@@ -120,6 +120,7 @@ class ColliderMotion:
         self.tau = 0.0
         self.grid = build_triangle_grid(self.vertices, self.vertices, model.mesh_triangles, self.is_large,
                                         self.cell, radius)
+        self.bounds = triangle_bounds(self.vertices, self.vertices, model.mesh_triangles, radius)
         self.frame = 0
 
     @property
@@ -137,10 +138,26 @@ class ColliderMotion:
         self.vertices = start.copy()
         self.velocities = (end - start) / frame_duration
         self.grid = build_triangle_grid(start, end, self.model.mesh_triangles, self.is_large, self.cell, self.radius)
+        self.bounds = triangle_bounds(start, end, self.model.mesh_triangles, self.radius)
         return True
 
     def vertices_now(self) -> np.ndarray:
         return self.vertices + self.tau * self.velocities
+
+
+def triangle_bounds(start_vertices: np.ndarray, end_vertices: np.ndarray, triangles: np.ndarray,
+                    radius: float) -> np.ndarray:
+    """(T, 2, 4) float32 lower and upper corners of each triangle's box, swept from the start to the
+    end vertices and grown by a particle radius (and a little, for rounding): a particle outside it
+    cannot touch the triangle, so the kernel skips the closest-point test. Large triangles are
+    tested by every particle; a ground box's side faces are then rejected with two loads."""
+    bounds = np.zeros((len(triangles), 2, 4), dtype=np.float32)
+    if len(triangles):
+        tri0, tri1 = start_vertices[triangles], end_vertices[triangles]
+        grow = radius * 1.001 + 1e-6
+        bounds[:, 0, :3] = np.minimum(tri0.min(axis=1), tri1.min(axis=1)) - grow
+        bounds[:, 1, :3] = np.maximum(tri0.max(axis=1), tri1.max(axis=1)) + grow
+    return bounds
 
 
 def large_triangles(vertices: np.ndarray, triangles: np.ndarray, cell: float, radius: float) -> np.ndarray:

@@ -266,7 +266,7 @@ class OpenCLEngine(StateMixin):
                 np.int32(len(grid.large)), np.float32(1.0 / grid.cell), np.uint32(grid.mask),
                 np.float32(self.colliders.tau),
                 self.b_triangles, self.b_collider_vertex, self.b_collider_velocity, self.b_large_triangles,
-                self.b_triangle_start, self.b_triangle_items,
+                self.b_triangle_start, self.b_triangle_items, self.b_triangle_bounds,
                 np.int32(P), self.b_hist_key[h_in], self.b_hist_xi[h_in], self.b_hist_key[h_out],
                 self.b_hist_xi[h_out]]
             self.k_contacts[h_in].set_args(
@@ -283,6 +283,7 @@ class OpenCLEngine(StateMixin):
 
     def _upload_triangle_grid(self):
         grid = self.colliders.grid
+        self.b_triangle_bounds = self._buffer(self.colliders.bounds)
         self.b_large_triangles = self._buffer(grid.large.astype(np.int32))
         self.b_triangle_start = self._buffer(grid.bucket_start.astype(np.uint32))
         self.b_triangle_items = self._buffer(grid.items.astype(np.int32))
