@@ -214,33 +214,6 @@ __kernel void sort_buckets(
     }
 }
 
-inline void gather_one(
-    uint a, int i, float4 sleep, __global const float *body_quiet,
-    __global const float4 *particle_offset, __global const int *particle_body,
-    __global const int *particle_material, __global const float4 *body_position,
-    __global const float4 *body_orientation, __global const float4 *body_velocity,
-    __global const float4 *body_angular_velocity, __global float4 *sorted_position,
-    __global float4 *sorted_velocity, __global float4 *sorted_omega)
-{
-    int b = particle_body[i];
-    float3 p, v, w;
-    int material = particle_material[i];
-    if (b == STATIC_BODY) {
-        p = particle_offset[i].xyz;
-        v = (float3)(0.0f);
-        w = (float3)(0.0f);
-    } else {
-        if (is_asleep(body_quiet[b], sleep)) material |= ASLEEP_BIT;
-        float3 r = quat_rotate(body_orientation[b], particle_offset[i].xyz);
-        p = body_position[b].xyz + r;
-        w = body_angular_velocity[b].xyz;
-        v = body_velocity[b].xyz + cross(w, r);
-    }
-    sorted_position[a] = (float4)(p, as_float(b));
-    sorted_velocity[a] = (float4)(v, as_float(material));
-    sorted_omega[a] = (float4)(w, as_float(i));
-}
-
 __kernel void gather_sorted(
     const int particle_count,
     const float4 sleep,
@@ -259,9 +232,24 @@ __kernel void gather_sorted(
 {
     int a = get_global_id(0);
     if (a >= particle_count) return;
-    gather_one(a, sorted_particle[a], sleep, body_quiet, particle_offset, particle_body, particle_material, body_position,
-               body_orientation, body_velocity, body_angular_velocity, sorted_position, sorted_velocity,
-               sorted_omega);
+    int i = sorted_particle[a];
+    int b = particle_body[i];
+    float3 p, v, w;
+    int material = particle_material[i];
+    if (b == STATIC_BODY) {
+        p = particle_offset[i].xyz;
+        v = (float3)(0.0f);
+        w = (float3)(0.0f);
+    } else {
+        if (is_asleep(body_quiet[b], sleep)) material |= ASLEEP_BIT;
+        float3 r = quat_rotate(body_orientation[b], particle_offset[i].xyz);
+        p = body_position[b].xyz + r;
+        w = body_angular_velocity[b].xyz;
+        v = body_velocity[b].xyz + cross(w, r);
+    }
+    sorted_position[a] = (float4)(p, as_float(b));
+    sorted_velocity[a] = (float4)(v, as_float(material));
+    sorted_omega[a] = (float4)(w, as_float(i));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -412,15 +400,14 @@ inline void particle_contacts(
     // keys in private memory, springs read from global memory only on a match: keeping all
     // eight springs in private memory cost registers (spills) on the GPU
     // slot-major: slot k of particle i at k * stride + i, stride = particle count
-    int history_base = i;
     int old_key[FRICTION_SLOTS];
     for (int k = 0; k < FRICTION_SLOTS; ++k) {
-        old_key[k] = history_key_in[history_base + k * stride];
+        old_key[k] = history_key_in[i + k * stride];
         if (old_key[k] == EMPTY_SLOT) break;
     }
-    __global const float4 *old_xi = history_xi_in + history_base;
-    __global int *new_key = history_key_out + history_base;
-    __global float4 *new_xi = history_xi_out + history_base;
+    __global const float4 *old_xi = history_xi_in + i;
+    __global int *new_key = history_key_out + i;
+    __global float4 *new_xi = history_xi_out + i;
     int slots_used = 0;
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
@@ -627,84 +614,6 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     body.body_angular_velocity[b] = (float4)(w, 0.0f);
 }
 
-// sum over the BODY_LANES lanes of each body in the work-group, in a fixed order; every work-item
-// must call it (barriers)
-// (sum_force and sum_torque: __local float4[BODY_GROUP_SIZE] declared at kernel scope)
-#define SUM_OVER_LANES(force, torque, lid, lane)                                           \
-    {                                                                                      \
-        sum_force[lid] = (float4)(force, 0.0f);                                            \
-        sum_torque[lid] = (float4)(torque, 0.0f);                                          \
-        barrier(CLK_LOCAL_MEM_FENCE);                                                      \
-        for (int stride = BODY_LANES / 2; stride > 0; stride >>= 1) {                      \
-            if (lane < stride) {                                                           \
-                sum_force[lid] += sum_force[lid + stride];                                 \
-                sum_torque[lid] += sum_torque[lid + stride];                               \
-            }                                                                              \
-            barrier(CLK_LOCAL_MEM_FENCE);                                                  \
-        }                                                                                  \
-        force = sum_force[lid].xyz;                                                        \
-        torque = sum_torque[lid].xyz;                                                      \
-    }
-
-#define BODY_ARRAYS_PARAMETERS                                                             \
-    __global const float *body_mass,                                                       \
-    __global const float *body_inv_inertia,                                                \
-    __global const float2 *body_damping,                                                   \
-    __global const float *body_extent,                                                     \
-    __global float *body_quiet,                                                            \
-    __global float4 *body_position,                                                        \
-    __global float4 *body_orientation,                                                     \
-    __global float4 *body_momentum,                                                        \
-    __global float4 *body_angular_momentum,                                                \
-    __global float4 *body_velocity,                                                        \
-    __global float4 *body_angular_velocity
-
-#define BODY_ARRAYS {body_mass, body_inv_inertia, body_damping, body_extent, body_quiet, body_position, body_orientation, \
-                     body_momentum, body_angular_momentum, body_velocity, body_angular_velocity}
-
-#define CONTACT_PARAMETERS                                                                 \
-    const int plane_count,                                                                 \
-    const float inv_cell,                                                                  \
-    const int4 grid_bits,                                                                  \
-    const float4 contact_constants,    /* stiffness, tangential stiffness, substep, radius */ \
-    __global const uint *scan_local,                                                       \
-    __global const uint *group_offset,                                                     \
-    __global const float4 *sorted_position,      /* .w: body index bits */                 \
-    __global const float4 *sorted_velocity,      /* .w: material index bits */             \
-    __global const float4 *sorted_omega,         /* .w: particle index bits */             \
-    __global const float *body_contact_mass,                                               \
-    __global const float4 *plane_point,                                                    \
-    __global const float4 *plane_normal,                                                   \
-    __global const int *plane_material,                                                    \
-    __global const float *pair_damping_ratio,                                              \
-    __global const float *pair_friction,                                                   \
-    __global const float *pair_rolling,                                                    \
-    const int large_triangle_count,                                                        \
-    const float triangle_inv_cell,                                                         \
-    const uint triangle_mask,                                                              \
-    const float collider_tau,          /* seconds since the collider vertices were set */  \
-    __global const int4 *triangle_vertices,     /* v0, v1, v2, material */                 \
-    __global const float4 *collider_vertex,                                                \
-    __global const float4 *collider_velocity,                                              \
-    __global const int *large_triangles,                                                   \
-    __global const uint *triangle_bucket_start,                                            \
-    __global const int *triangle_items,                                                    \
-    __global const float4 *triangle_bounds,    /* per triangle: lower, upper corner */     \
-    const int history_stride,                                                              \
-    __global const int *history_key_in,                                                    \
-    __global const float4 *history_xi_in,                                                  \
-    __global int *history_key_out,                                                         \
-    __global float4 *history_xi_out
-
-#define CONTACT_ARGUMENTS                                                                  \
-    cc, plane_count, inv_cell, grid_bits, scan_local, group_offset,                        \
-    sorted_position, sorted_velocity, sorted_omega, body_contact_mass,                     \
-    plane_point, plane_normal, plane_material, pair_damping_ratio, pair_friction, pair_rolling, \
-    large_triangle_count, triangle_inv_cell, triangle_mask, collider_tau,                  \
-    triangle_vertices, collider_vertex, collider_velocity, large_triangles,                \
-    triangle_bucket_start, triangle_items, triangle_bounds,                                \
-    history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out
-
 // 5. contacts: a work-item per particle in bucket order, so neighbouring work-items search the
 // same cells; writes the particle's force and torque about its body's centre. (Measured against a
 // layout with a body's particles on neighbouring work-items and the integration in the same
@@ -712,7 +621,38 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
 // and on PoCL, 9.5 against 8.0 ms at 1000 cubes.)
 __kernel void particle_contacts_sorted(
     const int particle_count,
-    CONTACT_PARAMETERS,
+    const int plane_count,
+    const float inv_cell,
+    const int4 grid_bits,
+    const float4 contact_constants,    // stiffness, tangential stiffness, substep, radius
+    __global const uint *scan_local,
+    __global const uint *group_offset,
+    __global const float4 *sorted_position,      // .w: body index bits
+    __global const float4 *sorted_velocity,      // .w: material index bits
+    __global const float4 *sorted_omega,         // .w: particle index bits
+    __global const float *body_contact_mass,
+    __global const float4 *plane_point,
+    __global const float4 *plane_normal,
+    __global const int *plane_material,
+    __global const float *pair_damping_ratio,
+    __global const float *pair_friction,
+    __global const float *pair_rolling,
+    const int large_triangle_count,
+    const float triangle_inv_cell,
+    const uint triangle_mask,
+    const float collider_tau,          // seconds since the collider vertices were set
+    __global const int4 *triangle_vertices,     // v0, v1, v2, material
+    __global const float4 *collider_vertex,
+    __global const float4 *collider_velocity,
+    __global const int *large_triangles,
+    __global const uint *triangle_bucket_start,
+    __global const int *triangle_items,
+    __global const float4 *triangle_bounds,    // per triangle: lower, upper corner
+    const int history_stride,
+    __global const int *history_key_in,
+    __global const float4 *history_xi_in,
+    __global int *history_key_out,
+    __global float4 *history_xi_out,
     __global const float4 *body_position,
     __global float4 *particle_force,
     __global float4 *particle_torque,
@@ -744,7 +684,14 @@ __kernel void particle_contacts_sorted(
         }
     } else {
         particle_contacts(i, body_i, own.xyz, own.xyz - body_position[body_i].xyz, own_velocity.xyz, own_omega.xyz,
-                          body_contact_mass[body_i], mat_i & MATERIAL_MASK, CONTACT_ARGUMENTS, asleep_i,
+                          body_contact_mass[body_i], mat_i & MATERIAL_MASK,
+                          cc, plane_count, inv_cell, grid_bits, scan_local, group_offset, sorted_position,
+                          sorted_velocity, sorted_omega, body_contact_mass, plane_point, plane_normal,
+                          plane_material, pair_damping_ratio, pair_friction, pair_rolling,
+                          large_triangle_count, triangle_inv_cell, triangle_mask, collider_tau,
+                          triangle_vertices, collider_vertex, collider_velocity, large_triangles,
+                          triangle_bucket_start, triangle_items, triangle_bounds, history_stride,
+                          history_key_in, history_xi_in, history_key_out, history_xi_out, asleep_i,
                           body_touched_out, &force, &torque);
     }
     particle_force[i] = (float4)(force, 0.0f);
@@ -764,7 +711,17 @@ void sum_and_integrate_bodies(
     __global const float4 *particle_force,
     __global const float4 *particle_torque,       // about the body's centre of mass
     __global int *body_touched_in,                // read and cleared for the substep after next
-    BODY_ARRAYS_PARAMETERS)
+    __global const float *body_mass,
+    __global const float *body_inv_inertia,
+    __global const float2 *body_damping,
+    __global const float *body_extent,
+    __global float *body_quiet,
+    __global float4 *body_position,
+    __global float4 *body_orientation,
+    __global float4 *body_momentum,
+    __global float4 *body_angular_momentum,
+    __global float4 *body_velocity,
+    __global float4 *body_angular_velocity)
 {
     int lid = get_local_id(0);
     int lane = lid % BODY_LANES;
@@ -779,12 +736,26 @@ void sum_and_integrate_bodies(
         }
     }
 #if BODY_LANES > 1
+    // sum over the BODY_LANES lanes of each body in the work-group, in a fixed order
     __local float4 sum_force[BODY_GROUP_SIZE];
     __local float4 sum_torque[BODY_GROUP_SIZE];
-    SUM_OVER_LANES(force, torque, lid, lane)
+    sum_force[lid] = (float4)(force, 0.0f);
+    sum_torque[lid] = (float4)(torque, 0.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int stride = BODY_LANES / 2; stride > 0; stride >>= 1) {
+        if (lane < stride) {
+            sum_force[lid] += sum_force[lid + stride];
+            sum_torque[lid] += sum_torque[lid + stride];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    force = sum_force[lid].xyz;
+    torque = sum_torque[lid].xyz;
 #endif
     if (lane != 0 || b >= body_count) return;
-    BodyArrays body = BODY_ARRAYS;
+    BodyArrays body = {body_mass, body_inv_inertia, body_damping, body_extent, body_quiet, body_position,
+                       body_orientation, body_momentum, body_angular_momentum, body_velocity,
+                       body_angular_velocity};
     bool touched = body_touched_in[b] != 0;
     body_touched_in[b] = 0;
     integrate_body(b, force, torque, substep, gravity.xyz, terminal_speed, sleep, touched, body);

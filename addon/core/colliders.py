@@ -127,6 +127,11 @@ class ColliderMotion:
     def animated(self) -> bool:
         return self.model.mesh_vertex_frames is not None
 
+    @property
+    def moving(self) -> bool:
+        """Whether any collider vertex moves during the current frame."""
+        return bool(self.model.triangle_count and np.any(self.velocities))
+
     def set_frame(self, frame: int, frame_duration: float) -> bool:
         """Move to output frame ``frame``; returns True when vertices or the grid changed."""
         self.tau = 0.0

@@ -2,10 +2,10 @@
 
 All state stays on the device across substeps; ``body_state()`` reads back body poses only (once
 per output frame in normal use). Kernels per substep: bucket of every particle + count, exclusive
-scan (two kernels), scatter, per-bucket sort (determinism) + gather into bucket order, and per
-body: contact forces, their sum and the integration. Every kernel's arguments are set once, so a
-substep costs six enqueue calls on the host (pyopencl's argument handling and its scan object
-were most of a substep below 10k bodies on a GPU).
+scan (two kernels), scatter, per-bucket sort (determinism), gather into bucket order, contact
+forces per particle, and per body their sum and the integration. Every kernel's arguments are set
+once, so a substep costs eight enqueue calls on the host (pyopencl's argument handling and its
+scan object were most of a substep below 10k bodies on a GPU).
 """
 from __future__ import annotations
 
@@ -239,13 +239,12 @@ class OpenCLEngine(StateMixin):
         self.k_sort.set_args(np.int32(self.bucket_total), self.b_scan_local, self.b_group_offset, self.b_sorted)
         # sleeping bodies skip their contacts unless an awake body touches them; a moving collider
         # would not wake them, so not while colliders move
-        colliders_move = bool(np.any(self.colliders.velocities)) if m.triangle_count else False
-        sleep = np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration, 0.0 if colliders_move else 1.0],
+        sleep = np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration, 0.0 if self.colliders.moving else 1.0],
                          dtype=np.float32)
         self.k_gather.set_args(
-            np.int32(P), sleep, self.b_body_quiet, self.b_sorted, self.b_offset, self.b_particle_body, self.b_particle_material,
-            self.b_body_x, self.b_body_q, self.b_body_v, self.b_body_w, self.b_sorted_pos, self.b_sorted_vel,
-            self.b_sorted_omega)
+            np.int32(P), sleep, self.b_body_quiet, self.b_sorted, self.b_offset, self.b_particle_body,
+            self.b_particle_material, self.b_body_x, self.b_body_q, self.b_body_v, self.b_body_w,
+            self.b_sorted_pos, self.b_sorted_vel, self.b_sorted_omega)
         grid = self.colliders.grid
         gravity = np.array([*pr.gravity, 0.0], dtype=np.float32)
         body_arrays = [self.b_body_mass, self.b_body_inv_inertia, self.b_body_damping, self.b_body_extent,
@@ -271,7 +270,7 @@ class OpenCLEngine(StateMixin):
                 self.b_hist_xi[h_out]]
             self.k_contacts[h_in].set_args(
                 np.int32(P), *contact_arguments, self.b_body_x, self.b_force, self.b_torque, sleep,
-                self.b_body_touched[h_in], self.b_body_touched[1 - h_in])
+                self.b_body_touched[h_in], self.b_body_touched[h_out])
         self._sizes = {
             "buckets": (_round_up(P),),
             "scan groups": (self.scan_group_count * SCAN_LOCAL_SIZE,),

@@ -322,7 +322,7 @@ class ReferenceEngine(StateMixin):
 
     def sleepers_skip(self) -> bool:
         """Sleeping bodies skip their contacts, except while colliders move (those would not wake them)."""
-        return not (self.model.triangle_count and np.any(self.colliders.velocities))
+        return not self.colliders.moving
 
     def _stop(self, b):
         self.P[b] = 0.0
