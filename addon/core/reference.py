@@ -198,7 +198,7 @@ class ReferenceEngine(StateMixin):
         for i, j in pairs:
             by_particle.setdefault(int(i), []).append(int(j))
         zero = np.zeros(3)
-        asleep = (self.quiet >= pr.sleep_time) if pr.sleep_speed > 0 else np.zeros(m.body_count, dtype=bool)
+        asleep = self._is_asleep(self.quiet)
         touched_next = np.zeros(m.body_count, dtype=bool)
         for i in np.flatnonzero(self.dynamic):
             b = m.particle_body[i]
@@ -293,7 +293,7 @@ class ReferenceEngine(StateMixin):
             acceleration = (np.linalg.norm(total_force) / m.body_mass[b]
                             + np.linalg.norm(inv_inertia_world @ total_torque) * self.extent[b])
             accelerated = acceleration >= pr.wake_acceleration
-            if pr.sleep_speed > 0 and self.quiet[b] >= pr.sleep_time:
+            if self._is_asleep(self.quiet[b]):
                 contacts_skipped = self.sleepers_skip() and not self.touched[b]
                 if contacts_skipped or not accelerated:
                     self._stop(b)
@@ -317,8 +317,12 @@ class ReferenceEngine(StateMixin):
             speed = np.linalg.norm(self.P[b]) / m.body_mass[b] + np.linalg.norm(self._omega(b)) * self.extent[b]
             still = pr.sleep_speed > 0 and not accelerated and speed < pr.sleep_speed
             self.quiet[b] = self.quiet[b] + dt if still else 0.0
-            if pr.sleep_speed > 0 and self.quiet[b] >= pr.sleep_time:
+            if self._is_asleep(self.quiet[b]):
                 self._stop(b)  # falls asleep now
+
+    def _is_asleep(self, quiet):
+        """Whether bodies still for ``quiet`` seconds sleep (scalar or array; is_asleep in the kernels)."""
+        return (quiet >= self.params.sleep_time) & (self.params.sleep_speed > 0)
 
     def sleepers_skip(self) -> bool:
         """Sleeping bodies skip their contacts, except while colliders move (those would not wake them)."""
