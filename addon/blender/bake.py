@@ -374,22 +374,23 @@ class _KeyTemplates:
         self.templates.clear()
 
 
-_templates: _KeyTemplates | None = None  # set while write_bake runs, shared by its write_action calls
 
-
-def write_action(obj, frames: np.ndarray, channels: Channels):
+def write_action(obj, frames: np.ndarray, channels: Channels, templates: _KeyTemplates | None = None):
     """Create the bake action of ``obj`` with its keys; does not assign it. Returns (action, slot).
 
     Keys: LINEAR interpolation, VECTOR handles (placed by ``FCurve.update()``), values written with
-    foreach_set as float32 (``co``'s storage type).
+    foreach_set as float32 (``co``'s storage type). ``templates``: shared by the calls of one write
+    (the caller removes them); without it, a template is made and removed for this object alone.
     """
     frames = np.asarray(frames, dtype=np.float64)
-    templates = _templates if _templates is not None else _KeyTemplates()
+    own_templates = templates is None
+    if own_templates:
+        templates = _KeyTemplates()
     try:
         template = templates.get(obj, frames, channels)
         action = template.action.copy()
     finally:
-        if templates is not _templates:
+        if own_templates:
             templates.remove()
     try:
         action.name = bake_action_name(obj)
@@ -493,12 +494,11 @@ def write_bake(frames, channels_list: list[Channels]) -> list:
     Objects keep their previous (non-bake) action in a custom property; an earlier bake action of
     the object is replaced (removed once the new keys are in place). Returns the new actions.
     """
-    global _templates
     frames = np.asarray(frames, dtype=np.float64)
     snapshots = []
     created = [None] * len(channels_list)
     replaced = []
-    _templates = _KeyTemplates()
+    templates = _KeyTemplates()
     try:
         for i in _creation_order(channels_list):
             ch = channels_list[i]
@@ -515,7 +515,7 @@ def write_bake(frames, channels_list: list[Channels]) -> list:
                         obj[PREV_SLOT] = ad.action_slot.identifier
                 obj[HAD_ANIM] = ad is not None
                 obj[REST] = _rest_values(obj)
-            action, slot = write_action(obj, frames, ch)
+            action, slot = write_action(obj, frames, ch, templates)
             created[i] = action
             _assign(obj, action, slot.identifier if slot is not None else None)
     except BaseException:
@@ -526,8 +526,7 @@ def write_bake(frames, channels_list: list[Channels]) -> list:
                 bpy.data.actions.remove(action)
         raise
     finally:
-        _templates.remove()
-        _templates = None
+        templates.remove()
     for action in replaced:
         if action.users == 0:
             bpy.data.actions.remove(action)

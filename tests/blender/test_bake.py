@@ -232,11 +232,11 @@ def test_error_while_writing_keys_writes_nothing(registered, monkeypatch):
     real = bake.write_action
     calls = []
 
-    def failing(obj, frames, channels):
+    def failing(obj, frames, channels, templates=None):
         calls.append(obj.name)
         if len(calls) == 3:
             raise RuntimeError("forced key writing failure")
-        return real(obj, frames, channels)
+        return real(obj, frames, channels, templates)
 
     monkeypatch.setattr(bake, "write_action", failing)
     with pytest.raises(RuntimeError, match="forced key writing failure"):
