@@ -14,5 +14,5 @@ shift || true
 if [ "${RUN_TESTS:-1}" = 1 ]; then
   PRB_OPENCL_DEVICE=gpu python3 -m pytest tests/core -q -x -p no:cacheprovider "$@" 2>&1 | tail -5
 fi
-python3 bench/engine_bench.py --device gpu --sizes $SIZES --steps ${STEPS_PER_SIZE:-500} --out "${OUT:-out}/engine_bench_gpu.json"
-python3 bench/bake_phases.py --device gpu --cubes ${PHASE_CUBES:-10000} --frames ${PHASE_FRAMES:-250} --out "${OUT:-out}/bake_phases_gpu.json" | tail -12
+python3 bench/engine_bench.py --device gpu --sizes $SIZES --steps ${STEPS_PER_SIZE:-500} ${BENCH_ARGS:-} --out "${OUT:-out}/engine_bench_gpu.json"
+[ "${RUN_PHASES:-1}" = 1 ] && python3 bench/bake_phases.py --device gpu --cubes ${PHASE_CUBES:-10000} --frames ${PHASE_FRAMES:-250} --out "${OUT:-out}/bake_phases_gpu.json" | tail -12

@@ -2,11 +2,19 @@
 // with friction, restitution-derived damping, an unbounded hashed grid and deterministic order.
 // The NumPy specification of every kernel is addon/core/reference.py; keep them in step.
 //
-// Host-provided defines: FRICTION_SLOTS, MATERIAL_COUNT, ROLLING_REGULARIZATION,
+// Host-provided defines: FRICTION_SLOTS, NEIGHBOUR_SLOTS, MATERIAL_COUNT, ROLLING_REGULARIZATION,
 // DUPLICATE_POINT_TOLERANCE, HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE. The grid's shape (bits per
 // axis) is a kernel argument so the host can re-fit it to the scene without rebuilding the program.
 // Kernels per substep: particle_buckets, scan_groups, scan_group_totals, scatter_to_buckets,
 // sort_buckets, gather_sorted, particle_contacts_sorted, sum_and_integrate_bodies.
+//
+// Neighbour lists (Verlet lists with a skin): the grid's cells are a particle diameter plus a skin
+// wide, and the grid (steps 1-3) and every particle's list of other bodies' particles within that
+// reach are rebuilt only in substeps whose `rebuild` flag is set. The body kernel sets the next
+// substep's flag once some body has moved by more than half the skin since the last rebuild, so a
+// pair missing from the lists cannot have come within contact distance (both moved by at most
+// half the skin). The grid kernels read the flag and return at once when it is clear: the host
+// enqueues the same kernels every substep and never waits for the device.
 // Vectors are stored as float4 (w unused) for alignment; quaternions as float4 (x, y, z, w) with
 // w in .w, i.e. OpenCL's natural layout, converted on the host from Blender's (w, x, y, z).
 
@@ -85,6 +93,7 @@ inline float3 particle_world_position(int b, float3 offset, __global const float
 }
 
 __kernel void particle_buckets(
+    __global const int *rebuild,
     const int particle_count,
     const float inv_cell,
     const int4 grid_bits,
@@ -96,7 +105,7 @@ __kernel void particle_buckets(
     __global uint *bucket_count)
 {
     int i = get_global_id(0);
-    if (i >= particle_count) return;
+    if (i >= particle_count || !*rebuild) return;
     float3 p = particle_world_position(particle_body[i], particle_offset[i].xyz, body_position, body_orientation);
     uint h = bucket_of(cell_of(p, inv_cell), grid_bits);
     particle_bucket[i] = h;
@@ -134,9 +143,11 @@ inline uint work_group_inclusive_scan(uint value, __local uint *scratch)
 }
 
 __kernel __attribute__((reqd_work_group_size(SCAN_LOCAL_SIZE, 1, 1)))
-void scan_groups(__global const uint *count, __global uint *scan_local, __global uint *group_total)
+void scan_groups(__global const int *rebuild, __global const uint *count, __global uint *scan_local,
+                 __global uint *group_total)
 {
     __local uint scratch[SCAN_LOCAL_SIZE];
+    if (!*rebuild) return;  // the same value for the whole work-group: no barrier is skipped by part of it
     uint base = get_global_id(0) * SCAN_PER_ITEM;   // arrays are padded to whole groups
     uint values[SCAN_PER_ITEM];
     uint sum = 0u;
@@ -154,9 +165,10 @@ void scan_groups(__global const uint *count, __global uint *scan_local, __global
 
 // one work-group: group totals -> exclusive group offsets, in place
 __kernel __attribute__((reqd_work_group_size(SCAN_LOCAL_SIZE, 1, 1)))
-void scan_group_totals(const uint group_count, __global uint *group_offset)
+void scan_group_totals(__global const int *rebuild, const uint group_count, __global uint *group_offset)
 {
     __local uint scratch[SCAN_LOCAL_SIZE];
+    if (!*rebuild) return;
     uint lid = get_local_id(0);
     uint carry = 0u;
     for (uint base = 0; base < group_count; base += SCAN_LOCAL_SIZE) {
@@ -172,6 +184,7 @@ void scan_group_totals(const uint group_count, __global uint *group_offset)
 // 3. counting-sort scatter. atomic_dec hands out the slots of a bucket in an order that depends on
 // thread timing, and leaves bucket_count at zero for the next substep.
 __kernel void scatter_to_buckets(
+    __global const int *rebuild,
     const int particle_count,
     __global const uint *particle_bucket,
     __global const uint *scan_local,
@@ -180,7 +193,7 @@ __kernel void scatter_to_buckets(
     __global int *sorted_particle)
 {
     int i = get_global_id(0);
-    if (i >= particle_count) return;
+    if (i >= particle_count || !*rebuild) return;
     uint h = particle_bucket[i];
     uint slot = bucket_begin(h, scan_local, group_offset) + atomic_dec(&bucket_count[h]) - 1u;
     sorted_particle[slot] = i;
@@ -188,19 +201,21 @@ __kernel void scatter_to_buckets(
 
 // 4. each bucket is then sorted by particle index: neighbours are always visited in the same
 // order and forces summed in the same order, and two runs on one device give identical results.
-// Then the gather writes what the neighbour search reads into bucket order: position (body index
+// Then the gather writes what the neighbour search reads into bucket order (every substep, in
+// the order of the last rebuild): position (body index
 // in .w), velocity (material in .w) and the body's angular velocity (particle index in .w), so the
 // contact kernel reads neighbours from consecutive addresses. Positions are recomputed here from
 // the body state rather than stored by step 1 (fewer bytes moved). Sorting and gathering in one
 // work-item per bucket measured slower (0.19 against 0.13 ms at 100k cubes on the H100).
 __kernel void sort_buckets(
+    __global const int *rebuild,
     const int bucket_total,
     __global const uint *scan_local,
     __global const uint *group_offset,
     __global int *sorted_particle)
 {
     int h = get_global_id(0);
-    if (h >= bucket_total) return;
+    if (h >= bucket_total || !*rebuild) return;
     uint begin = bucket_begin(h, scan_local, group_offset);
     uint end = bucket_begin(h + 1, scan_local, group_offset);
     for (uint a = begin + 1; a < end; ++a) {
@@ -215,6 +230,9 @@ __kernel void sort_buckets(
 }
 
 __kernel void gather_sorted(
+    __global const int *rebuild,
+    __global int *previous_rebuild,    // the last substep's flag: read by all its kernels, free now
+    __global uint *rebuild_count,
     const int particle_count,
     const float4 sleep,
     __global const float *body_quiet,
@@ -231,6 +249,10 @@ __kernel void gather_sorted(
     __global float4 *sorted_omega)
 {
     int a = get_global_id(0);
+    if (a == 0) {
+        *previous_rebuild = 0;
+        if (*rebuild) *rebuild_count += 1u;
+    }
     if (a >= particle_count) return;
     int i = sorted_particle[a];
     int b = particle_body[i];
@@ -374,11 +396,42 @@ inline uint triangle_bucket(int3 c, uint mask)
     return (((uint)c.x * 73856093u) ^ ((uint)c.y * 19349663u) ^ ((uint)c.z * 83492791u)) & mask;
 }
 
-// All contacts of particle i (body b, world offset r from the body's centre, velocity v_i) with
-// other bodies' particles, planes and triangles. Adds the force and the torque about the body's
-// centre of mass.
+// The contact of particle i with the particle in bucket slot k (another body's), if they overlap.
+inline void particle_pair_contact(
+    int k, float3 delta, float dist2, int body_j, int body_i, float3 v_i, float3 w_i, float mass_i, int mat_i,
+    bool asleep_i, ContactConstants cc,
+    __global const float4 *sorted_velocity, __global const float4 *sorted_omega,
+    __global const float *body_contact_mass, __global const float *pair_damping_ratio,
+    __global const float *pair_friction, __global const float *pair_rolling,
+    const int *old_key, __global const float4 *old_xi, const int stride,
+    __global int *new_key, __global float4 *new_xi, int *slots_used, __global int *body_touched_out,
+    float3 *force, float3 *torque)
+{
+    float dist = sqrt(dist2);
+    if (dist <= 1e-9f * cc.radius) return;
+    float3 n = delta / dist;
+    float4 other_velocity = sorted_velocity[k];
+    float4 other_omega = sorted_omega[k];
+    int mat_j = as_int(other_velocity.w);
+    // an awake body touching a sleeping one makes it compute its contacts next substep
+    if ((mat_j & ASLEEP_BIT) && !asleep_i) body_touched_out[body_j] = 1;
+    add_contact(cc, as_int(other_omega.w), n, 2.0f * cc.radius - dist, v_i, w_i, other_velocity.xyz, other_omega.xyz,
+                mass_i, contact_mass(body_j, body_contact_mass), mat_i, mat_j & MATERIAL_MASK,
+                pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
+                new_key, new_xi, slots_used, force, torque);
+}
+
+// All contacts of particle i (bucket slot s, body b, world offset r from the body's centre,
+// velocity v_i) with other bodies' particles, planes and triangles. Adds the force and the torque
+// about the body's centre of mass.
+// Other bodies' particles come from the neighbour list of slot s, or from a search of the 27
+// cells around the particle: in a rebuild substep (which also writes the list) and, until the
+// next rebuild, for a particle whose list overflowed (more than NEIGHBOUR_SLOTS within reach).
+// The search is right between rebuilds too: a particle within a diameter of p_i now was within a
+// diameter plus half the skin of it at the rebuild, i.e. less than a cell away.
+// with_contacts false (a sleeping body nothing touched): only the list is rebuilt.
 inline void particle_contacts(
-    int i, int body_i, float3 p_i, float3 r_i, float3 v_i, float3 w_i, float mass_i, int mat_i,
+    int s, int i, int body_i, float3 p_i, float3 r_i, float3 v_i, float3 w_i, float mass_i, int mat_i,
     ContactConstants cc, const int plane_count, const float inv_cell, const int4 grid_bits,
     __global const uint *scan_local, __global const uint *group_offset,
     __global const float4 *sorted_position, __global const float4 *sorted_velocity,
@@ -392,6 +445,7 @@ inline void particle_contacts(
     __global const float4 *triangle_bounds,
     const int stride, __global const int *history_key_in, __global const float4 *history_xi_in,
     __global int *history_key_out, __global float4 *history_xi_out,
+    bool rebuild, bool with_contacts, float reach2, __global int *neighbour_count, __global int *neighbour,
     bool asleep_i, __global int *body_touched_out,
     float3 *body_force, float3 *body_torque)
 {
@@ -412,47 +466,62 @@ inline void particle_contacts(
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
 
-    int3 c = cell_of(p_i, inv_cell);
-    // x is the lowest field of the bucket index, so the three cells of a row (dx = -1, 0, 1) are
-    // three consecutive buckets, i.e. one run of slots, unless the row wraps around the table
-    uint x_mask = (1u << grid_bits.x) - 1u;
-    uint x_low = (uint)(c.x - 1) & x_mask;
-    bool row_is_contiguous = x_low + 2u <= x_mask;
-    for (int dz = -1; dz <= 1; ++dz)
-    for (int dy = -1; dy <= 1; ++dy)
-    for (int dx = -1; dx <= 1; ++dx) {
-        uint begin, end;
-        if (row_is_contiguous) {
-            if (dx != -1) continue;
-            uint h = bucket_of(c + (int3)(-1, dy, dz), grid_bits);
-            begin = bucket_begin(h, scan_local, group_offset);
-            end = bucket_begin(h + 3, scan_local, group_offset);
-        } else {
-            uint h = bucket_of(c + (int3)(dx, dy, dz), grid_bits);
-            begin = bucket_begin(h, scan_local, group_offset);
-            end = bucket_begin(h + 1, scan_local, group_offset);
+    int listed = neighbour_count[s];
+    if (rebuild || listed > NEIGHBOUR_SLOTS) {
+        listed = 0;
+        int3 c = cell_of(p_i, inv_cell);
+        // x is the lowest field of the bucket index, so the three cells of a row (dx = -1, 0, 1)
+        // are three consecutive buckets, i.e. one run of slots, unless the row wraps around the table
+        uint x_mask = (1u << grid_bits.x) - 1u;
+        uint x_low = (uint)(c.x - 1) & x_mask;
+        bool row_is_contiguous = x_low + 2u <= x_mask;
+        for (int dz = -1; dz <= 1; ++dz)
+        for (int dy = -1; dy <= 1; ++dy)
+        for (int dx = -1; dx <= 1; ++dx) {
+            uint begin, end;
+            if (row_is_contiguous) {
+                if (dx != -1) continue;
+                uint h = bucket_of(c + (int3)(-1, dy, dz), grid_bits);
+                begin = bucket_begin(h, scan_local, group_offset);
+                end = bucket_begin(h + 3, scan_local, group_offset);
+            } else {
+                uint h = bucket_of(c + (int3)(dx, dy, dz), grid_bits);
+                begin = bucket_begin(h, scan_local, group_offset);
+                end = bucket_begin(h + 1, scan_local, group_offset);
+            }
+            for (uint k = begin; k < end; ++k) {
+                float4 other = sorted_position[k];
+                int body_j = as_int(other.w);
+                if (body_j == body_i) continue;  // same rigid body (also skips j == i)
+                float3 delta = other.xyz - p_i;
+                float dist2 = dot(delta, delta);
+                if (rebuild && dist2 < reach2) {
+                    if (listed < NEIGHBOUR_SLOTS) neighbour[listed * stride] = (int)k;
+                    ++listed;
+                }
+                if (dist2 >= diameter2 || !with_contacts) continue;
+                particle_pair_contact((int)k, delta, dist2, body_j, body_i, v_i, w_i, mass_i, mat_i, asleep_i, cc,
+                                      sorted_velocity, sorted_omega, body_contact_mass, pair_damping_ratio,
+                                      pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
+                                      &slots_used, body_touched_out, &force, &torque);
+            }
         }
-        for (uint k = begin; k < end; ++k) {
+        // more than NEIGHBOUR_SLOTS: this particle searches every substep until the next rebuild
+        if (rebuild) neighbour_count[s] = min(listed, NEIGHBOUR_SLOTS + 1);
+    } else if (with_contacts) {
+        for (int l = 0; l < listed; ++l) {
+            int k = neighbour[l * stride];
             float4 other = sorted_position[k];
-            int body_j = as_int(other.w);
-            if (body_j == body_i) continue;  // same rigid body (also skips j == i)
             float3 delta = other.xyz - p_i;
             float dist2 = dot(delta, delta);
             if (dist2 >= diameter2) continue;
-            float dist = sqrt(dist2);
-            if (dist <= 1e-9f * cc.radius) continue;
-            float3 n = delta / dist;
-            float4 other_velocity = sorted_velocity[k];
-            float4 other_omega = sorted_omega[k];
-            int mat_j = as_int(other_velocity.w);
-            // an awake body touching a sleeping one makes it compute its contacts next substep
-            if ((mat_j & ASLEEP_BIT) && !asleep_i) body_touched_out[body_j] = 1;
-            add_contact(cc, as_int(other_omega.w), n, diameter - dist, v_i, w_i, other_velocity.xyz, other_omega.xyz,
-                        mass_i, contact_mass(body_j, body_contact_mass), mat_i, mat_j & MATERIAL_MASK,
-                        pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
-                        new_key, new_xi, &slots_used, &force, &torque);
+            particle_pair_contact(k, delta, dist2, as_int(other.w), body_i, v_i, w_i, mass_i, mat_i, asleep_i, cc,
+                                  sorted_velocity, sorted_omega, body_contact_mass, pair_damping_ratio,
+                                  pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
+                                  &slots_used, body_touched_out, &force, &torque);
         }
     }
+    if (!with_contacts) return;
     for (int g = 0; g < plane_count; ++g) {
         float3 normal = plane_normal[g].xyz;
         float height = dot(p_i - plane_point[g].xyz, normal);
@@ -542,6 +611,8 @@ typedef struct {
     __global float4 *body_angular_momentum;
     __global float4 *body_velocity;
     __global float4 *body_angular_velocity;
+    __global float4 *build_position;               // pose at the last rebuild of the neighbour lists
+    __global float4 *build_orientation;
 } BodyArrays;
 
 inline void stop_body(int b, BodyArrays body)
@@ -555,10 +626,15 @@ inline void stop_body(int b, BodyArrays body)
 // touched: whether the body's contacts were computed although it sleeps (see
 // particle_contacts_sorted)
 inline void integrate_body(int b, float3 force, float3 torque, float substep, float3 gravity,
-                           float terminal_speed, float4 sleep, bool touched, BodyArrays body)
+                           float terminal_speed, float4 sleep, bool touched, bool rebuild,
+                           float half_skin, __global int *rebuild_next, BodyArrays body)
 {
     float3 x = body.body_position[b].xyz;
     float4 q = body.body_orientation[b];
+    if (rebuild) {  // this substep's grid and lists were built from this pose
+        body.build_position[b] = (float4)(x, 0.0f);
+        body.build_orientation[b] = q;
+    }
     float mass = body.body_mass[b];
     __global const float *inv_inertia = body.body_inv_inertia + 9 * b;
     force += mass * gravity;
@@ -601,6 +677,12 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     w = angular_velocity(q, inv_inertia, L);
     body.body_position[b] = (float4)(x, 0.0f);
     body.body_orientation[b] = q;
+    // the farthest any of its particles has moved since the rebuild: the centre's displacement
+    // plus the rotation's chord, 2 sin(angle / 2) |r| = 2 |vector part of q q_build^-1| |r|
+    float4 build_q = body.build_orientation[b];
+    float4 turn = quat_multiply(q, (float4)(-build_q.xyz, build_q.w));
+    float moved = length(x - body.build_position[b].xyz) + 2.0f * length(turn.xyz) * extent;
+    if (moved > half_skin) *rebuild_next = 1;  // every writer stores the same value
     bool still = sleep.x > 0.0f && !accelerated && length(v) + length(w) * extent < sleep.x;
     quiet = still ? quiet + substep : 0.0f;
     body.body_quiet[b] = quiet;
@@ -658,10 +740,15 @@ __kernel void particle_contacts_sorted(
     __global float4 *particle_torque,
     const float4 sleep,
     __global const int *body_touched_in,
-    __global int *body_touched_out)
+    __global int *body_touched_out,
+    __global const int *rebuild_flag,
+    const float reach2,                // (diameter + skin)^2: what a neighbour list holds
+    __global int *neighbour_count,     // per bucket slot; NEIGHBOUR_SLOTS + 1: overflowed
+    __global int *neighbour)           // slot-major: entry l of bucket slot s at l * particle_count + s
 {
     int s = get_global_id(0);
     if (s >= particle_count) return;
+    bool rebuild = *rebuild_flag != 0;
     ContactConstants cc = {contact_constants.x, contact_constants.y, contact_constants.z, contact_constants.w};
     float4 own = sorted_position[s];
     int body_i = as_int(own.w);
@@ -673,7 +760,8 @@ __kernel void particle_contacts_sorted(
     bool asleep_i = (mat_i & ASLEEP_BIT) != 0;
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
-    if (asleep_i && sleep.w > 0.0f && !body_touched_in[body_i]) {
+    bool with_contacts = !(asleep_i && sleep.w > 0.0f && !body_touched_in[body_i]);
+    if (!with_contacts) {
         // a sleeping body nothing awake touched: no contacts to compute (what makes settled
         // piles cheap); its friction springs carry over unchanged
         for (int k = 0; k < FRICTION_SLOTS; ++k) {
@@ -682,8 +770,9 @@ __kernel void particle_contacts_sorted(
             if (key == EMPTY_SLOT) break;
             history_xi_out[k * history_stride + i] = history_xi_in[k * history_stride + i];
         }
-    } else {
-        particle_contacts(i, body_i, own.xyz, own.xyz - body_position[body_i].xyz, own_velocity.xyz, own_omega.xyz,
+    }
+    if (with_contacts || rebuild) {
+        particle_contacts(s, i, body_i, own.xyz, own.xyz - body_position[body_i].xyz, own_velocity.xyz, own_omega.xyz,
                           body_contact_mass[body_i], mat_i & MATERIAL_MASK,
                           cc, plane_count, inv_cell, grid_bits, scan_local, group_offset, sorted_position,
                           sorted_velocity, sorted_omega, body_contact_mass, plane_point, plane_normal,
@@ -691,7 +780,8 @@ __kernel void particle_contacts_sorted(
                           large_triangle_count, triangle_inv_cell, triangle_mask, collider_tau,
                           triangle_vertices, collider_vertex, collider_velocity, large_triangles,
                           triangle_bucket_start, triangle_items, triangle_bounds, history_stride,
-                          history_key_in, history_xi_in, history_key_out, history_xi_out, asleep_i,
+                          history_key_in, history_xi_in, history_key_out, history_xi_out,
+                          rebuild, with_contacts, reach2, neighbour_count, neighbour + s, asleep_i,
                           body_touched_out, &force, &torque);
     }
     particle_force[i] = (float4)(force, 0.0f);
@@ -721,7 +811,12 @@ void sum_and_integrate_bodies(
     __global float4 *body_momentum,
     __global float4 *body_angular_momentum,
     __global float4 *body_velocity,
-    __global float4 *body_angular_velocity)
+    __global float4 *body_angular_velocity,
+    __global float4 *build_position,
+    __global float4 *build_orientation,
+    __global const int *rebuild_flag,
+    __global int *rebuild_next,
+    const float half_skin)
 {
     int lid = get_local_id(0);
     int lane = lid % BODY_LANES;
@@ -755,8 +850,9 @@ void sum_and_integrate_bodies(
     if (lane != 0 || b >= body_count) return;
     BodyArrays body = {body_mass, body_inv_inertia, body_damping, body_extent, body_quiet, body_position,
                        body_orientation, body_momentum, body_angular_momentum, body_velocity,
-                       body_angular_velocity};
+                       body_angular_velocity, build_position, build_orientation};
     bool touched = body_touched_in[b] != 0;
     body_touched_in[b] = 0;
-    integrate_body(b, force, torque, substep, gravity.xyz, terminal_speed, sleep, touched, body);
+    integrate_body(b, force, torque, substep, gravity.xyz, terminal_speed, sleep, touched, *rebuild_flag != 0,
+                   half_skin, rebuild_next, body);
 }

@@ -6,6 +6,11 @@ scan (two kernels), scatter, per-bucket sort (determinism), gather into bucket o
 forces per particle, and per body their sum and the integration. Every kernel's arguments are set
 once, so a substep costs eight enqueue calls on the host (pyopencl's argument handling and its
 scan object were most of a substep below 10k bodies on a GPU).
+
+The grid and per-particle neighbour lists are rebuilt only when some body has moved by more than
+half the skin since the last rebuild (Verlet lists); the device decides, through a flag the body
+kernel sets and the next substep's kernels read, so the host never waits. In between, the grid
+kernels return at once and the contact kernel walks each particle's short list instead of 27 cells.
 """
 from __future__ import annotations
 
@@ -30,12 +35,19 @@ BODY_GROUP_SIZE = 64
 # lanes per body in the body kernel: 8 measured best on the H100 for 27-particle cubes (0.054 ms at
 # 100k cubes against 0.079 with 32)
 MAX_BODY_LANES = 8
+# Neighbour lists: the skin, a fraction of the particle diameter, is how far the lists reach beyond
+# contact distance (grid cells are a diameter plus the skin wide); rebuilt once any body moved by
+# half of it. NEIGHBOUR_SLOTS other-body particles per list; a particle with more searches the grid
+# every substep until the next rebuild.
+NEIGHBOUR_SKIN = 0.5
+NEIGHBOUR_SLOTS = 16
 
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
 # estimate users see before simulating. The grid's two bucket arrays hold up to two buckets per
 # particle.
-BYTES_PER_PARTICLE = 16 + 4 * 4 + 16 * 3 + 16 * 2 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
-BYTES_PER_BODY = 16 * 6 + 4 * 6 + 9 * 4 + 8
+BYTES_PER_PARTICLE = (16 + 4 * 4 + 16 * 3 + 16 * 2 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
+                      + 4 * (NEIGHBOUR_SLOTS + 1))
+BYTES_PER_BODY = 16 * 8 + 4 * 6 + 9 * 4 + 8
 
 
 def estimate_device_memory(particle_count: int, body_count: int) -> int:
@@ -88,7 +100,10 @@ def _quat_to_device(q_wxyz) -> np.ndarray:
 
 
 class OpenCLEngine(StateMixin):
-    def __init__(self, model: Model, settings: SimulationSettings | None = None, profile: bool = False):
+    def __init__(self, model: Model, settings: SimulationSettings | None = None, profile: bool = False,
+                 neighbour_skin: float = NEIGHBOUR_SKIN, neighbour_slots: int = NEIGHBOUR_SLOTS):
+        """neighbour_skin (fraction of the particle diameter) and neighbour_slots tune the neighbour
+        lists; results do not depend on them beyond float rounding (tests and benchmarks vary them)."""
         import pyopencl as cl
 
         self.cl = cl
@@ -104,24 +119,33 @@ class OpenCLEngine(StateMixin):
         self.queue = cl.CommandQueue(self.context, properties=properties)
         self.time = 0.0
         self.substeps_done = 0
+        if not (neighbour_skin > 0 and math.isfinite(neighbour_skin)) or neighbour_slots < 1:
+            raise ValueError(f"neighbour skin must be > 0 and slots >= 1, got {neighbour_skin}, {neighbour_slots}")
+        self.neighbour_skin = float(neighbour_skin)
+        self.neighbour_slots = int(neighbour_slots)
         material_count = len(model.materials)
         self.body_lanes = choose_body_lanes(model.body_particle_count, self.device_info.is_gpu)
-        options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DMATERIAL_COUNT={material_count}",
+        options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DNEIGHBOUR_SLOTS={self.neighbour_slots}",
+                   f"-DMATERIAL_COUNT={material_count}",
                    f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f",
                    f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f",
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
                    "-cl-denorms-are-zero"]
         self.program = cl.Program(self.context, KERNEL_FILE.read_text()).build(options=options)
-        self.k_buckets = self.program.particle_buckets
-        self.k_scan_groups = self.program.scan_groups
-        self.k_scan_totals = self.program.scan_group_totals
-        self.k_scatter = self.program.scatter_to_buckets
-        self.k_sort = self.program.sort_buckets
-        self.k_gather = self.program.gather_sorted
-        self.k_sum_integrate = [cl.Kernel(self.program, "sum_and_integrate_bodies") for _ in range(2)]
-        # one instance per direction of the friction history's double buffer
-        self.k_contacts = [cl.Kernel(self.program, "particle_contacts_sorted") for _ in range(2)]
+        # one instance of each kernel per parity of the substep: the friction history, the "touched"
+        # flags and the rebuild flag are double buffers, so arguments never change between substeps
+        def pair(name):
+            return [cl.Kernel(self.program, name) for _ in range(2)]
+
+        self.k_buckets = pair("particle_buckets")
+        self.k_scan_groups = pair("scan_groups")
+        self.k_scan_totals = pair("scan_group_totals")
+        self.k_scatter = pair("scatter_to_buckets")
+        self.k_sort = pair("sort_buckets")
+        self.k_gather = pair("gather_sorted")
+        self.k_sum_integrate = pair("sum_and_integrate_bodies")
+        self.k_contacts = pair("particle_contacts_sorted")
         self._upload()
         self._bind_arguments()
 
@@ -190,6 +214,14 @@ class OpenCLEngine(StateMixin):
         # "an awake body touched this sleeping one": written by the contacts of one substep, read by
         # the next (double buffer, swapped with the friction history)
         self.b_body_touched = [self._buffer(np.zeros(B, np.int32)), self._buffer(np.zeros(B, np.int32))]
+        # neighbour lists: rebuild flag per parity (the first substep builds), rebuild counter,
+        # per bucket slot the list, and per body the pose the lists were built from
+        self.b_rebuild = [self._buffer(np.array([1], np.int32)), self._buffer(np.array([0], np.int32))]
+        self.b_rebuild_count = self._buffer(np.zeros(1, np.uint32))
+        self.b_neighbour_count = self._buffer(np.zeros(P, np.int32))
+        self.b_neighbour = self._buffer(nbytes=4 * P * self.neighbour_slots)
+        self.b_build_x = self._buffer(_vec4(m.body_position))
+        self.b_build_q = self._buffer(_quat_to_device(m.body_orientation))
 
         self.b_plane_point = self._buffer(_vec4(m.plane_point))
         self.b_plane_normal = self._buffer(_vec4(m.plane_normal))
@@ -210,7 +242,7 @@ class OpenCLEngine(StateMixin):
 
         # grid: the bucket arrays have one extra zero at the end, so the scan ends with the particle
         # count, and are padded to whole scan groups
-        self.cell = 2.0 * m.particle_radius
+        self.cell = 2.0 * m.particle_radius * (1.0 + self.neighbour_skin)
         positions = self._initial_particle_positions()
         lower = positions.min(axis=0) if P else np.zeros(3)
         upper = positions.max(axis=0) if P else np.zeros(3)
@@ -230,32 +262,38 @@ class OpenCLEngine(StateMixin):
         P, B = self.P, self.B
         inv_cell = np.float32(1.0 / self.cell)
         bits = np.array([*self.grid_bits, 0], dtype=np.int32)
-        self.k_buckets.set_args(np.int32(P), inv_cell, bits, self.b_offset, self.b_particle_body, self.b_body_x,
-                                self.b_body_q, self.b_particle_bucket, self.b_bucket_count)
-        self.k_scan_groups.set_args(self.b_bucket_count, self.b_scan_local, self.b_group_offset)
-        self.k_scan_totals.set_args(np.uint32(self.scan_group_count), self.b_group_offset)
-        self.k_scatter.set_args(np.int32(P), self.b_particle_bucket, self.b_scan_local, self.b_group_offset,
-                                self.b_bucket_count, self.b_sorted)
-        self.k_sort.set_args(np.int32(self.bucket_total), self.b_scan_local, self.b_group_offset, self.b_sorted)
         # sleeping bodies skip their contacts unless an awake body touches them; a moving collider
         # would not wake them, so not while colliders move
         sleep = np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration, 0.0 if self.colliders.moving else 1.0],
                          dtype=np.float32)
-        self.k_gather.set_args(
-            np.int32(P), sleep, self.b_body_quiet, self.b_sorted, self.b_offset, self.b_particle_body,
-            self.b_particle_material, self.b_body_x, self.b_body_q, self.b_body_v, self.b_body_w,
-            self.b_sorted_pos, self.b_sorted_vel, self.b_sorted_omega)
         grid = self.colliders.grid
         gravity = np.array([*pr.gravity, 0.0], dtype=np.float32)
         body_arrays = [self.b_body_mass, self.b_body_inv_inertia, self.b_body_damping, self.b_body_extent,
                        self.b_body_quiet, self.b_body_x, self.b_body_q,
-                       self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w]
+                       self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w, self.b_build_x, self.b_build_q]
+        diameter = 2.0 * pr.radius
+        reach2 = np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2)
+        half_skin = np.float32(0.45 * diameter * self.neighbour_skin)  # a little under half: float rounding
         for h_in in range(2):
+            h_out = 1 - h_in
+            rebuild = self.b_rebuild[h_in]
+            self.k_buckets[h_in].set_args(rebuild, np.int32(P), inv_cell, bits, self.b_offset, self.b_particle_body,
+                                          self.b_body_x, self.b_body_q, self.b_particle_bucket, self.b_bucket_count)
+            self.k_scan_groups[h_in].set_args(rebuild, self.b_bucket_count, self.b_scan_local, self.b_group_offset)
+            self.k_scan_totals[h_in].set_args(rebuild, np.uint32(self.scan_group_count), self.b_group_offset)
+            self.k_scatter[h_in].set_args(rebuild, np.int32(P), self.b_particle_bucket, self.b_scan_local,
+                                          self.b_group_offset, self.b_bucket_count, self.b_sorted)
+            self.k_sort[h_in].set_args(rebuild, np.int32(self.bucket_total), self.b_scan_local, self.b_group_offset,
+                                       self.b_sorted)
+            self.k_gather[h_in].set_args(
+                rebuild, self.b_rebuild[h_out], self.b_rebuild_count,
+                np.int32(P), sleep, self.b_body_quiet, self.b_sorted, self.b_offset, self.b_particle_body,
+                self.b_particle_material, self.b_body_x, self.b_body_q, self.b_body_v, self.b_body_w,
+                self.b_sorted_pos, self.b_sorted_vel, self.b_sorted_omega)
             self.k_sum_integrate[h_in].set_args(
                 np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed), sleep,
                 self.b_body_first, self.b_body_count, self.b_force, self.b_torque, self.b_body_touched[h_in],
-                *body_arrays)
-            h_out = 1 - h_in
+                *body_arrays, rebuild, self.b_rebuild[h_out], half_skin)
             contact_arguments = [
                 np.int32(m.plane_count), inv_cell, bits,
                 np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius], dtype=np.float32),
@@ -270,7 +308,8 @@ class OpenCLEngine(StateMixin):
                 self.b_hist_xi[h_out]]
             self.k_contacts[h_in].set_args(
                 np.int32(P), *contact_arguments, self.b_body_x, self.b_force, self.b_torque, sleep,
-                self.b_body_touched[h_in], self.b_body_touched[h_out])
+                self.b_body_touched[h_in], self.b_body_touched[h_out], rebuild, reach2,
+                self.b_neighbour_count, self.b_neighbour)
         self._sizes = {
             "buckets": (_round_up(P),),
             "scan groups": (self.scan_group_count * SCAN_LOCAL_SIZE,),
@@ -322,15 +361,16 @@ class OpenCLEngine(StateMixin):
         cl, q = self.cl, self.queue
         sizes = self._sizes
         record = self._record if self.profile else (lambda stage, event: None)
-        record("buckets", cl.enqueue_nd_range_kernel(q, self.k_buckets, sizes["buckets"], None))
+        h = self.history_in
+        record("buckets", cl.enqueue_nd_range_kernel(q, self.k_buckets[h], sizes["buckets"], None))
         before = cl.enqueue_marker(q) if self.profile else None
-        cl.enqueue_nd_range_kernel(q, self.k_scan_groups, sizes["scan groups"], (SCAN_LOCAL_SIZE,))
-        cl.enqueue_nd_range_kernel(q, self.k_scan_totals, sizes["scan totals"], (SCAN_LOCAL_SIZE,))
+        cl.enqueue_nd_range_kernel(q, self.k_scan_groups[h], sizes["scan groups"], (SCAN_LOCAL_SIZE,))
+        cl.enqueue_nd_range_kernel(q, self.k_scan_totals[h], sizes["scan totals"], (SCAN_LOCAL_SIZE,))
         record("scan", (before, cl.enqueue_marker(q)) if self.profile else None)
-        record("scatter", cl.enqueue_nd_range_kernel(q, self.k_scatter, sizes["buckets"], None))
-        record("sort", cl.enqueue_nd_range_kernel(q, self.k_sort, sizes["sort"], None))
-        record("gather", cl.enqueue_nd_range_kernel(q, self.k_gather, sizes["gather"], None))
-        kernel = self.k_contacts[self.history_in]
+        record("scatter", cl.enqueue_nd_range_kernel(q, self.k_scatter[h], sizes["buckets"], None))
+        record("sort", cl.enqueue_nd_range_kernel(q, self.k_sort[h], sizes["sort"], None))
+        record("gather", cl.enqueue_nd_range_kernel(q, self.k_gather[h], sizes["gather"], None))
+        kernel = self.k_contacts[h]
         if self.model.triangle_count:
             kernel.set_arg(self._COLLIDER_TAU_ARG, np.float32(self.colliders.tau))
         # 64 work-items: 32 and 64 measured best on the H100 (0.55 ms at 100k cubes; 256: 0.68 ms)
@@ -339,6 +379,11 @@ class OpenCLEngine(StateMixin):
                                                     (BODY_GROUP_SIZE,)))
         self.history_in = 1 - self.history_in
         self.colliders.tau += self.params.substep
+
+    @property
+    def rebuilds(self) -> int:
+        """Substeps so far that rebuilt the grid and the neighbour lists (reads the device)."""
+        return int(self._read(self.b_rebuild_count, (1,), np.uint32)[0])
 
     def _record(self, stage, event):
         self._events.append((stage, event))
