@@ -9,15 +9,29 @@ import json
 from pathlib import Path
 
 
+def default_skin_results(report: dict) -> list[dict]:
+    """The rows run with the engine's default neighbour skin (tuning runs hold several skins)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from addon.core.opencl_engine import NEIGHBOUR_SKIN
+
+    return [r for r in report["results"] if r.get("neighbour_skin", NEIGHBOUR_SKIN) == NEIGHBOUR_SKIN]
+
+
 def table(report: dict) -> str:
-    stages = sorted({k for r in report["results"] for k in r["stage_ms_per_step"]})
-    head = "| cubes | particles | ms/substep | substeps/s | est. GB/s | " + " | ".join(stages) + " |"
-    rule = "|" + " --- |" * (5 + len(stages))
+    results = default_skin_results(report)
+    stages = sorted({k for r in results for k in r["stage_ms_per_step"]})
+    head = ("| cubes | particles | ms/substep | substeps/s | rebuilds | est. GB/s | " + " | ".join(stages)
+            + " | pile window: ms/substep |")
+    rule = "|" + " --- |" * (7 + len(stages))
     rows = [head, rule]
-    for r in report["results"]:
+    for r in results:
+        pile = f"{r['pile_ms_per_step']:.3f} (at {r['pile_window_at_s']:.0f} s)" if "pile_ms_per_step" in r else "-"
         rows.append(f"| {r['bodies']:,} | {r['particles']:,} | {r['ms_per_step']:.3f} | {r['steps_per_s']:.0f} | "
+                    f"{r.get('rebuilds_in_window', r['steps_timed'])}/{r['steps_timed']} | "
                     f"{r['est_bandwidth_GBps']:.0f} | "
-                    + " | ".join(f"{r['stage_ms_per_step'].get(s, 0):.3f}" for s in stages) + " |")
+                    + " | ".join(f"{r['stage_ms_per_step'].get(s, 0):.3f}" for s in stages) + f" | {pile} |")
     return "\n".join(rows)
 
 
@@ -34,8 +48,13 @@ def main(argv=None):
     fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=110)
     for path in args.reports:
         report = json.loads(Path(path).read_text())
-        results = report["results"]
-        ax.loglog([r["bodies"] for r in results], [r["steps_per_s"] for r in results], "o-", label=report["device"])
+        results = default_skin_results(report)
+        ax.loglog([r["bodies"] for r in results], [r["steps_per_s"] for r in results], "o-",
+                  label=report["device"] + " (fall)")
+        pile = [r for r in results if "pile_steps_per_s" in r]
+        if pile:
+            ax.loglog([r["bodies"] for r in pile], [r["pile_steps_per_s"] for r in pile], "s--", alpha=0.7,
+                      label=report["device"] + f" (pile, from {pile[0]['pile_window_at_s']:.0f} s)")
         print(f"\n{report['device']} ({path})\n")
         print(table(report))
     ax.set_xlabel("27-particle cubes")

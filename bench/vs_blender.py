@@ -250,7 +250,7 @@ def _instrument_simulation():
     Simulation.frames = frames
 
 
-def run_ours(count: int, frames: int, seed: int, device: str) -> dict:
+def run_ours(count: int, frames: int, seed: int, device: str, radius: float | None = None) -> dict:
     _instrument_simulation()
     t_build = time.perf_counter()
     scene, cubes, ground = build_scene(count, frames, seed)
@@ -265,6 +265,8 @@ def run_ours(count: int, frames: int, seed: int, device: str) -> dict:
     s = scene.prb_settings
     s.use_scene_frame_range = True
     s.device = device  # an enum item: the selector ("P:D") of the chosen device
+    if radius:  # finer particles: flatter faces and sharper edges, more particles
+        s.radius_mode, s.particle_radius = "MANUAL", radius
     build_s = time.perf_counter() - t_build
     select_only([], None)
     _frame_stamps.clear()
@@ -445,6 +447,9 @@ def main(argv=None) -> int:
     p.add_argument("--blender-friction", type=float, default=FRICTION,
                    help="Blender's friction setting (Bullet multiplies the pair: 0.7071 gives an effective 0.5 as ours)")
     p.add_argument("--device", default="cpu", help="OpenCL device selector for ours (default: cpu)")
+    p.add_argument("--ours-radius", type=float, default=None,
+                   help="particle radius for ours (default: automatic, 1/6 of a cube's side: 27 per cube)")
+    p.add_argument("--skip-blender", action="store_true", help="run ours only (tuning; no comparison written)")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="also profile ours at N cubes")
     p.add_argument("--profile-frames", type=int, default=3)
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "vs_blender.json"))
@@ -478,13 +483,15 @@ def main(argv=None) -> int:
             "load_before": list(os.getloadavg()),
             "uptime_before": subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(),
             "note": args.note,
+            "ours_radius": args.ours_radius,
             "results": [],
         }
         for count in args.sizes:
             entry = {"cubes": count, "blender": [], "ours": []}
             for rep in range(args.repeat):
-                for name, fn in (("blender", lambda: run_blender(count, args.frames, args.seed, args.blender_friction)),
-                                 ("ours", lambda: run_ours(count, args.frames, args.seed, args.device))):
+                runs = [("blender", lambda: run_blender(count, args.frames, args.seed, args.blender_friction)),
+                        ("ours", lambda: run_ours(count, args.frames, args.seed, args.device, args.ours_radius))]
+                for name, fn in runs[args.skip_blender:]:
                     load = os.getloadavg()[0]
                     r = fn()
                     r["load_1min_before"] = load
@@ -494,6 +501,9 @@ def main(argv=None) -> int:
                           f"total {r['total_s']:8.2f} s (keys {r['keys_s']:.2f} s)  height {st['pile_height_m']:.2f} m "
                           f"radius {st['footprint_radius_m']:.2f} m rest {st['fraction_at_rest']:.2f} "
                           f"[load {load:.2f}]", flush=True)
+            if args.skip_blender:
+                report["results"].append(entry)
+                continue
             entry["blender_summary"] = summarize(entry["blender"])
             entry["ours_summary"] = summarize(entry["ours"])
             entry["comparison"] = compare(entry["blender"][0], entry["ours"][0])
@@ -511,7 +521,7 @@ def main(argv=None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(report, indent=2))
         print(f"wrote {out}")
-        if args.png:
+        if args.png and not args.skip_blender:
             plot(report, Path(args.png))
             print(f"wrote {args.png}")
     finally:
