@@ -11,9 +11,9 @@
 // Neighbour lists (Verlet lists with a skin): the grid's cells are a particle diameter plus a skin
 // wide, and the grid (steps 1-3) and every particle's list of other bodies' particles within that
 // reach are rebuilt only in substeps whose `rebuild` flag is set. The body kernel sets the next
-// substep's flag once some body has moved by more than half the skin since the last rebuild, so a
-// pair missing from the lists cannot have come within contact distance (both moved by at most
-// half the skin). The grid kernels read the flag and return at once when it is clear: the host
+// substep's flag once some body's particles may have moved by more than 0.45 of the skin (a little
+// under half, for rounding) since the last rebuild, so a pair missing from the lists cannot have
+// come within contact distance (each of the two moved by less than half the skin). The grid kernels read the flag and return at once when it is clear: the host
 // enqueues the same kernels every substep and never waits for the device.
 // Vectors are stored as float4 (w unused) for alignment; quaternions as float4 (x, y, z, w) with
 // w in .w, i.e. OpenCL's natural layout, converted on the host from Blender's (w, x, y, z).
@@ -201,8 +201,9 @@ __kernel void scatter_to_buckets(
 // Then the gather writes the positions (body index in .w) into bucket order (every substep, in the
 // order of the last rebuild), so the contact kernel reads neighbours from consecutive addresses.
 // Velocities are not gathered: the contact kernel computes the few it needs from the body state
-// (v + w x r), which stays in cache, instead of every particle's being written and read back. Positions are recomputed here from
-// the body state rather than stored by step 1 (fewer bytes moved). Sorting and gathering in one
+// (v + w x r), which stays in cache, instead of every particle's being written and read back.
+// Positions are recomputed here from the body state rather than stored by step 1 (fewer bytes
+// moved). Sorting and gathering in one
 // work-item per bucket measured slower (0.19 against 0.13 ms at 100k cubes on the H100).
 __kernel void sort_buckets(
     __global const int *rebuild,
