@@ -23,21 +23,7 @@ CHECKPOINTS = (50, 100, 150, 200, 250, 300, 400, 500, 750)
 
 def bullet_over_time(count: int, frames: int, seed: int) -> list[dict]:
     scene, cubes, ground = vb.build_scene(count, frames, seed)
-    with bpy.context.temp_override(**vb.view3d_override()):
-        bpy.ops.rigidbody.world_add()
-        rbw = scene.rigidbody_world
-        rbw.point_cache.frame_start, rbw.point_cache.frame_end = 1, frames
-        vb.select_only(cubes, cubes[0])
-        bpy.ops.rigidbody.objects_add(type="ACTIVE")
-        vb.select_only([ground], ground)
-        bpy.ops.rigidbody.object_add(type="PASSIVE")
-    for obj in cubes + [ground]:
-        rb = obj.rigid_body
-        rb.collision_shape = "BOX"
-        rb.friction, rb.restitution = vb.FRICTION, vb.BOUNCINESS
-        if rb.type == "ACTIVE":
-            rb.mass = vb.DENSITY
-            rb.linear_damping, rb.angular_damping = vb.LINEAR_DAMPING, vb.ANGULAR_DAMPING
+    vb.add_bullet_world(scene, cubes, ground, frames)
     out = []
     for frame in range(1, frames + 1):
         scene.frame_set(frame)  # in order: the point cache simulates each frame once
@@ -49,17 +35,7 @@ def bullet_over_time(count: int, frames: int, seed: int) -> list[dict]:
 
 def ours_over_time(count: int, frames: int, seed: int, device: str) -> list[dict]:
     scene, cubes, ground = vb.build_scene(count, frames, seed)
-    for obj in cubes:
-        p = obj.prb
-        p.role = "DYNAMIC"
-        p.mass_mode, p.density = "DENSITY", vb.DENSITY
-        p.friction, p.bounciness = vb.FRICTION, vb.BOUNCINESS
-        p.linear_damping, p.angular_damping = vb.LINEAR_DAMPING, vb.ANGULAR_DAMPING
-    ground.prb.role = "STATIC"
-    ground.prb.friction, ground.prb.bounciness = vb.FRICTION, vb.BOUNCINESS
-    s = scene.prb_settings
-    s.use_scene_frame_range = True
-    s.device = device
+    vb.set_our_roles(scene, cubes, ground, device)
     vb.select_only([], None)
     if bpy.ops.prb.simulate_bake() != {"FINISHED"}:
         raise RuntimeError("simulate_bake failed")

@@ -169,9 +169,8 @@ def frame_timing(stamps: list[float]) -> dict:
 
 # ------------------------------------------------------------------------------------------------
 # (a) Blender's rigid-body world
-def run_blender(count: int, frames: int, seed: int, friction: float = FRICTION) -> dict:
-    t_build = time.perf_counter()
-    scene, cubes, ground = build_scene(count, frames, seed)
+def add_bullet_world(scene, cubes, ground, frames: int, friction: float = FRICTION):
+    """Blender's rigid-body world at its defaults: cubes active boxes, ground passive; returns the world."""
     with bpy.context.temp_override(**view3d_override()):
         bpy.ops.rigidbody.world_add()
         rbw = scene.rigidbody_world
@@ -188,6 +187,13 @@ def run_blender(count: int, frames: int, seed: int, friction: float = FRICTION) 
         if rb.type == "ACTIVE":
             rb.mass = DENSITY * 1.0
             rb.linear_damping, rb.angular_damping = LINEAR_DAMPING, ANGULAR_DAMPING
+    return rbw
+
+
+def run_blender(count: int, frames: int, seed: int, friction: float = FRICTION) -> dict:
+    t_build = time.perf_counter()
+    scene, cubes, ground = build_scene(count, frames, seed)
+    rbw = add_bullet_world(scene, cubes, ground, frames, friction)
     settings = {"friction": friction, "substeps_per_frame": rbw.substeps_per_frame, "solver_iterations": rbw.solver_iterations,
                 "collision_margin": cubes[0].rigid_body.collision_margin,
                 "use_margin": cubes[0].rigid_body.use_margin}
@@ -250,10 +256,8 @@ def _instrument_simulation():
     Simulation.frames = frames
 
 
-def run_ours(count: int, frames: int, seed: int, device: str, radius: float | None = None) -> dict:
-    _instrument_simulation()
-    t_build = time.perf_counter()
-    scene, cubes, ground = build_scene(count, frames, seed)
+def set_our_roles(scene, cubes, ground, device: str, radius: float | None = None) -> None:
+    """Our add-on's settings for the same scene: cubes dynamic, ground static, same materials."""
     for obj in cubes:
         p = obj.prb
         p.role = "DYNAMIC"
@@ -267,6 +271,13 @@ def run_ours(count: int, frames: int, seed: int, device: str, radius: float | No
     s.device = device  # an enum item: the selector ("P:D") of the chosen device
     if radius:  # finer particles: flatter faces and sharper edges, more particles
         s.radius_mode, s.particle_radius = "MANUAL", radius
+
+
+def run_ours(count: int, frames: int, seed: int, device: str, radius: float | None = None) -> dict:
+    _instrument_simulation()
+    t_build = time.perf_counter()
+    scene, cubes, ground = build_scene(count, frames, seed)
+    set_our_roles(scene, cubes, ground, device, radius)
     build_s = time.perf_counter() - t_build
     select_only([], None)
     _frame_stamps.clear()
@@ -304,12 +315,7 @@ def profile_ours(count: int, frames_for_profile: int, seed: int, device: str) ->
     from addon.core.opencl_engine import OpenCLEngine
 
     scene, cubes, ground = build_scene(count, 250, seed)
-    for obj in cubes:
-        obj.prb.role = "DYNAMIC"
-        obj.prb.friction, obj.prb.bounciness = FRICTION, BOUNCINESS
-        obj.prb.linear_damping, obj.prb.angular_damping = LINEAR_DAMPING, ANGULAR_DAMPING
-    ground.prb.role = "STATIC"
-    scene.prb_settings.device = device
+    set_our_roles(scene, cubes, ground, device)  # the same scene and materials as run_ours
     select_only([], None)
     dynamic, static = pick_objects(bpy.context)
     job = BakeJob(bpy.context, dynamic, static, BakeOptions.from_scene(scene))
