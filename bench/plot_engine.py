@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from addon.core.opencl_engine import NEIGHBOUR_SKIN  # noqa: E402
 
 
 def default_skin_results(report: dict) -> list[dict]:
     """The rows run with the engine's default neighbour skin (tuning runs hold several skins)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from addon.core.opencl_engine import NEIGHBOUR_SKIN
-
     return [r for r in report["results"] if r.get("neighbour_skin", NEIGHBOUR_SKIN) == NEIGHBOUR_SKIN]
 
 

@@ -13,8 +13,9 @@
 // reach are rebuilt only in substeps whose `rebuild` flag is set. The body kernel sets the next
 // substep's flag once some body's particles may have moved by more than 0.45 of the skin (a little
 // under half, for rounding) since the last rebuild, so a pair missing from the lists cannot have
-// come within contact distance (each of the two moved by less than half the skin). The grid kernels read the flag and return at once when it is clear: the host
-// enqueues the same kernels every substep and never waits for the device.
+// come within contact distance (each of the two moved by less than half the skin). The grid
+// kernels read the flag and return at once when it is clear: the host enqueues the same kernels
+// every substep and never waits for the device.
 // Vectors are stored as float4 (w unused) for alignment; quaternions as float4 (x, y, z, w) with
 // w in .w, i.e. OpenCL's natural layout, converted on the host from Blender's (w, x, y, z).
 
@@ -39,10 +40,14 @@ inline float3 quat_rotate(float4 q, float3 v)
     return v + q.w * t + cross(u, t);
 }
 
+inline float4 quat_conjugate(float4 q)
+{
+    return (float4)(-q.xyz, q.w);  // the inverse of a unit quaternion
+}
+
 inline float3 quat_rotate_inverse(float4 q, float3 v)
 {
-    float4 conj = (float4)(-q.xyz, q.w);
-    return quat_rotate(conj, v);
+    return quat_rotate(quat_conjugate(q), v);
 }
 
 inline float4 quat_multiply(float4 a, float4 b)
@@ -616,7 +621,7 @@ inline void stop_body(int b, BodyArrays body)
 // particle_contacts_sorted)
 inline void integrate_body(int b, float3 force, float3 torque, float substep, float3 gravity,
                            float terminal_speed, float4 sleep, bool touched, bool rebuild,
-                           float half_skin, __global int *rebuild_next, BodyArrays body)
+                           float rebuild_distance, __global int *rebuild_next, BodyArrays body)
 {
     float3 x = body.body_position[b].xyz;
     float4 q = body.body_orientation[b];
@@ -668,10 +673,9 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     body.body_orientation[b] = q;
     // the farthest any of its particles has moved since the rebuild: the centre's displacement
     // plus the rotation's chord, 2 sin(angle / 2) |r| = 2 |vector part of q q_build^-1| |r|
-    float4 build_q = body.build_orientation[b];
-    float4 turn = quat_multiply(q, (float4)(-build_q.xyz, build_q.w));
+    float4 turn = quat_multiply(q, quat_conjugate(body.build_orientation[b]));
     float moved = length(x - body.build_position[b].xyz) + 2.0f * length(turn.xyz) * extent;
-    if (moved > half_skin) *rebuild_next = 1;  // every writer stores the same value
+    if (moved > rebuild_distance) *rebuild_next = 1;  // every writer stores the same value
     bool still = sleep.x > 0.0f && !accelerated && length(v) + length(w) * extent < sleep.x;
     quiet = still ? quiet + substep : 0.0f;
     body.body_quiet[b] = quiet;
@@ -816,7 +820,7 @@ void sum_and_integrate_bodies(
     __global float4 *build_orientation,
     __global const int *rebuild_flag,
     __global int *rebuild_next,
-    const float half_skin)
+    const float rebuild_distance)      // 0.45 skin: a little under half, for rounding
 {
     int lid = get_local_id(0);
     int lane = lid % BODY_LANES;
@@ -855,5 +859,5 @@ void sum_and_integrate_bodies(
     bool touched = body_touched_in[b] != 0;
     body_touched_in[b] = 0;
     integrate_body(b, force, torque, substep, gravity.xyz, terminal_speed, sleep, touched, *rebuild_flag != 0,
-                   half_skin, rebuild_next, body);
+                   rebuild_distance, rebuild_next, body);
 }

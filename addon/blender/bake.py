@@ -374,7 +374,6 @@ class _KeyTemplates:
         self.templates.clear()
 
 
-
 def write_action(obj, frames: np.ndarray, channels: Channels, templates: _KeyTemplates | None = None):
     """Create the bake action of ``obj`` with its keys; does not assign it. Returns (action, slot).
 

@@ -8,9 +8,10 @@ once, so a substep costs eight enqueue calls on the host (pyopencl's argument ha
 scan object were most of a substep below 10k bodies on a GPU).
 
 The grid and per-particle neighbour lists are rebuilt only when some body has moved by more than
-half the skin since the last rebuild (Verlet lists); the device decides, through a flag the body
-kernel sets and the next substep's kernels read, so the host never waits. In between, the grid
-kernels return at once and the contact kernel walks each particle's short list instead of 27 cells.
+0.45 of the skin (a little under half) since the last rebuild (Verlet lists); the device decides,
+through a flag the body kernel sets and the next substep's kernels read, so the host never waits.
+In between, the grid kernels return at once and the contact kernel walks each particle's short
+list instead of 27 cells.
 """
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ BODY_GROUP_SIZE = 64
 MAX_BODY_LANES = 8
 # Neighbour lists: the skin, a fraction of the particle diameter, is how far the lists reach beyond
 # contact distance (grid cells are a diameter plus the skin wide); rebuilt once any body moved by
-# half of it. NEIGHBOUR_SLOTS other-body particles per list; a particle with more searches the grid
-# every substep until the next rebuild.
+# 0.45 of it (a little under half, for float rounding). NEIGHBOUR_SLOTS other-body particles per
+# list; a particle with more searches the grid every substep until the next rebuild.
 NEIGHBOUR_SKIN = 0.5
 NEIGHBOUR_SLOTS = 16
 
@@ -272,7 +273,7 @@ class OpenCLEngine(StateMixin):
                        self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w, self.b_build_x, self.b_build_q]
         diameter = 2.0 * pr.radius
         reach2 = np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2)
-        half_skin = np.float32(0.45 * diameter * self.neighbour_skin)  # a little under half: float rounding
+        rebuild_distance = np.float32(0.45 * diameter * self.neighbour_skin)  # a little under half: rounding
         for h_in in range(2):
             h_out = 1 - h_in
             rebuild = self.b_rebuild[h_in]
@@ -291,7 +292,7 @@ class OpenCLEngine(StateMixin):
                 np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed), sleep,
                 self.b_body_first, self.b_body_count, self.b_force, self.b_torque, self.b_has_force,
                 self.b_body_touched[h_in],
-                *body_arrays, rebuild, self.b_rebuild[h_out], half_skin)
+                *body_arrays, rebuild, self.b_rebuild[h_out], rebuild_distance)
             contact_arguments = [
                 np.int32(m.plane_count), inv_cell, bits,
                 np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius], dtype=np.float32),
@@ -374,8 +375,7 @@ class OpenCLEngine(StateMixin):
             kernel.set_arg(self._COLLIDER_TAU_ARG, np.float32(self.colliders.tau))
         # 64 work-items: 32 and 64 measured best on the H100 (0.55 ms at 100k cubes; 256: 0.68 ms)
         record("contacts", cl.enqueue_nd_range_kernel(q, kernel, sizes["gather"], (64,)))
-        record("bodies", cl.enqueue_nd_range_kernel(q, self.k_sum_integrate[self.history_in], sizes["bodies"],
-                                                    (BODY_GROUP_SIZE,)))
+        record("bodies", cl.enqueue_nd_range_kernel(q, self.k_sum_integrate[h], sizes["bodies"], (BODY_GROUP_SIZE,)))
         self.history_in = 1 - self.history_in
         self.colliders.tau += self.params.substep
 
