@@ -259,13 +259,15 @@ __kernel void gather_sorted(
 // ---------------------------------------------------------------------------------------------
 // 5. contact forces (seed step 2, eq. 5.15-5.20, plus Coulomb friction)
 
-// The mass one contact of a body moves, for damping: what one contact of a flat face carries
-// (Model.body_effective_mass). 0 means infinite (static). Using more (a corner's share, say) would
-// make a face landing, where all of a face's contacts start in one substep, overdamp past the
-// explicit stability limit and gain energy.
-inline float contact_mass(int body, __global const float *body_contact_mass)
+// The masses one contact of a body moves, for damping (0: static, infinite).
+// .x: what one contact of a flat face carries (Model.body_effective_mass), which the damping is
+// tuned for. Using more (a corner's share, say) would make a face landing, where all of a face's
+// contacts start in one substep, overdamp past the explicit stability limit and gain energy.
+// .y: the body's mass divided by the contacts it had in the previous substep (at most .x), which
+// caps the damping (see add_contact).
+inline float2 contact_mass(int body, __global const float2 *body_contact_mass)
 {
-    return (body == STATIC_BODY) ? 0.0f : body_contact_mass[body];
+    return (body == STATIC_BODY) ? (float2)(0.0f) : body_contact_mass[body];
 }
 
 typedef struct {
@@ -281,17 +283,23 @@ typedef struct {
 inline void add_contact(
     ContactConstants cc, int key, float3 n, float overlap,
     float3 vel_i, float3 omega_i, float3 vel_j, float3 omega_j,
-    float mass_i, float mass_j, int mat_i, int mat_j,
+    float2 mass_i, float2 mass_j, int mat_i, int mat_j,
     __global const float *pair_damping_ratio, __global const float *pair_friction,
     __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used,
     float3 *force, float3 *torque)
 {
-    float m_eff = (mass_j > 0.0f) ? mass_i * mass_j / (mass_i + mass_j) : mass_i;
+    float m_eff = (mass_j.x > 0.0f) ? mass_i.x * mass_j.x / (mass_i.x + mass_j.x) : mass_i.x;
     float zeta = pair_damping_ratio[mat_i * MATERIAL_COUNT + mat_j];
     float damping = 2.0f * zeta * sqrt(m_eff * cc.stiffness);
-    float damping_t = 2.0f * zeta * sqrt(m_eff * cc.tangential_stiffness);
+    // A body on many contacts (a cube nested into another's face, a stack) sums their dashpots:
+    // beyond DAMPING_LIMIT times its mass per contact over the substep the explicit step rings at
+    // the substep rate instead of damping (the reference explains the bound).
+    float m_share = (mass_j.y > 0.0f) ? mass_i.y * mass_j.y / (mass_i.y + mass_j.y) : mass_i.y;
+    float damping_scale = (damping > 0.0f) ? fmin(1.0f, DAMPING_LIMIT * m_share / (damping * cc.substep)) : 1.0f;
+    damping *= damping_scale;
+    float damping_t = damping_scale * 2.0f * zeta * sqrt(m_eff * cc.tangential_stiffness);
     float3 arm = cc.radius * n;
     float3 vc_i = vel_i + cross(omega_i, arm);
     float3 vc_j = vel_j + cross(omega_j, -arm);
@@ -391,9 +399,9 @@ typedef struct {
 
 // The contact of particle i with the particle in bucket slot k (another body's), if they overlap.
 inline void particle_pair_contact(
-    int k, float3 p_j, float3 delta, float dist2, int body_j, int body_i, float3 v_i, float3 w_i, float mass_i,
+    int k, float3 p_j, float3 delta, float dist2, int body_j, int body_i, float3 v_i, float3 w_i, float2 mass_i,
     int mat_i, bool asleep_i, ContactConstants cc, NeighbourState ns,
-    __global const float *body_contact_mass, __global const float *pair_damping_ratio,
+    __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used, __global int *body_touched_out,
@@ -426,10 +434,10 @@ inline void particle_pair_contact(
 // diameter plus half the skin of it at the rebuild, i.e. less than a cell away.
 // with_contacts false (a sleeping body nothing touched): only the list is rebuilt.
 inline void particle_contacts(
-    int s, int i, int body_i, float3 p_i, float3 r_i, float3 v_i, float3 w_i, float mass_i, int mat_i,
+    int s, int i, int body_i, float3 p_i, float3 r_i, float3 v_i, float3 w_i, float2 mass_i, int mat_i,
     ContactConstants cc, const int plane_count, const float inv_cell, const int4 grid_bits,
     __global const uint *scan_local, __global const uint *group_offset,
-    __global const float4 *sorted_position, NeighbourState ns, __global const float *body_contact_mass,
+    __global const float4 *sorted_position, NeighbourState ns, __global const float2 *body_contact_mass,
     __global const float4 *plane_point, __global const float4 *plane_normal, __global const int *plane_material,
     __global const float *pair_damping_ratio, __global const float *pair_friction, __global const float *pair_rolling,
     const int large_triangle_count, const float triangle_inv_cell, const uint triangle_mask, const float collider_tau,
@@ -441,7 +449,7 @@ inline void particle_contacts(
     __global int *history_key_out, __global float4 *history_xi_out,
     bool rebuild, bool with_contacts, float reach2, __global int *neighbour_count, __global int *neighbour,
     bool asleep_i, __global int *body_touched_out,
-    float3 *body_force, float3 *body_torque)
+    float3 *body_force, float3 *body_torque, int *contact_count)
 {
     float diameter = 2.0f * cc.radius;
     float diameter2 = diameter * diameter;
@@ -521,7 +529,7 @@ inline void particle_contacts(
         float height = dot(p_i - plane_point[g].xyz, normal);
         if (height < cc.radius) {
             add_contact(cc, -2 - g, -normal, cc.radius - height, v_i, w_i, (float3)(0.0f), (float3)(0.0f),
-                        mass_i, 0.0f, mat_i, plane_material[g],
+                        mass_i, (float2)(0.0f), mat_i, plane_material[g],
                         pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                         new_key, new_xi, &slots_used, &force, &torque);
         }
@@ -574,7 +582,7 @@ inline void particle_contacts(
                 float3 v_tri = bary.x * collider_velocity[tv.x].xyz + bary.y * collider_velocity[tv.y].xyz
                              + bary.z * collider_velocity[tv.z].xyz;
                 add_contact(cc, -2 - plane_count - t, delta / dist, cc.radius - dist, v_i, w_i, v_tri, (float3)(0.0f),
-                            mass_i, 0.0f, mat_i, tv.w,
+                            mass_i, (float2)(0.0f), mat_i, tv.w,
                             pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                             new_key, new_xi, &slots_used, &force, &torque);
             }
@@ -582,6 +590,7 @@ inline void particle_contacts(
     }
 #endif
     if (slots_used < FRICTION_SLOTS) new_key[slots_used * stride] = EMPTY_SLOT;
+    *contact_count = slots_used;  // contacts beyond FRICTION_SLOTS are not counted
     *body_force += force;
     // torque about the body's centre of mass (eq. 5.22 plus the contacts' own couples)
     *body_torque += cross(r_i, force) + torque;
@@ -705,7 +714,7 @@ __kernel void particle_contacts_sorted(
     __global const float4 *sorted_position,      // .w: body index bits
     __global const int *sorted_particle,
     __global const int *particle_material,
-    __global const float *body_contact_mass,
+    __global const float2 *body_contact_mass,
     __global const float4 *plane_point,
     __global const float4 *plane_normal,
     __global const int *plane_material,
@@ -759,6 +768,7 @@ __kernel void particle_contacts_sorted(
     float3 v_i = body_velocity[body_i].xyz + cross(w_i, r_i);
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
+    int contact_count = 0;
     bool with_contacts = !(asleep_i && sleep.w > 0.0f && !body_touched_in[body_i]);
     if (!with_contacts) {
         // a sleeping body nothing awake touched: no contacts to compute (what makes settled
@@ -780,13 +790,13 @@ __kernel void particle_contacts_sorted(
                           triangle_bucket_start, triangle_items, triangle_bounds, history_stride,
                           history_key_in, history_xi_in, history_key_out, history_xi_out,
                           rebuild, with_contacts, reach2, neighbour_count, neighbour + s, asleep_i,
-                          body_touched_out, &force, &torque);
+                          body_touched_out, &force, &torque, &contact_count);
     }
     // most particles touch nothing (free fall, a pile's inside): a byte instead of 32
-    bool has_force = any(force != 0.0f) || any(torque != 0.0f);
+    bool has_force = contact_count > 0 || any(force != 0.0f) || any(torque != 0.0f);
     particle_has_force[i] = has_force;
     if (has_force) {
-        particle_force[i] = (float4)(force, 0.0f);
+        particle_force[i] = (float4)(force, (float)contact_count);  // .w: contacts, for the body
         particle_torque[i] = (float4)(torque, 0.0f);
     }
 }
@@ -820,18 +830,19 @@ void sum_and_integrate_bodies(
     __global float4 *build_orientation,
     __global const int *rebuild_flag,
     __global int *rebuild_next,
-    const float rebuild_distance)      // 0.45 skin: a little under half, for rounding
+    const float rebuild_distance,      // 0.45 skin: a little under half, for rounding
+    __global float2 *body_contact_mass)  // .y written: mass per contact of this substep
 {
     int lid = get_local_id(0);
     int lane = lid % BODY_LANES;
     int b = get_group_id(0) * BODIES_PER_GROUP + lid / BODY_LANES;
-    float3 force = (float3)(0.0f);
+    float4 force = (float4)(0.0f);  // .w: contacts
     float3 torque = (float3)(0.0f);
     if (b < body_count) {
         int end = body_first_particle[b] + body_particle_count[b];
         for (int i = body_first_particle[b] + lane; i < end; i += BODY_LANES) {
             if (!particle_has_force[i]) continue;
-            force += particle_force[i].xyz;
+            force += particle_force[i];
             torque += particle_torque[i].xyz;
         }
     }
@@ -839,7 +850,7 @@ void sum_and_integrate_bodies(
     // sum over the BODY_LANES lanes of each body in the work-group, in a fixed order
     __local float4 sum_force[BODY_GROUP_SIZE];
     __local float4 sum_torque[BODY_GROUP_SIZE];
-    sum_force[lid] = (float4)(force, 0.0f);
+    sum_force[lid] = force;
     sum_torque[lid] = (float4)(torque, 0.0f);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int stride = BODY_LANES / 2; stride > 0; stride >>= 1) {
@@ -849,15 +860,18 @@ void sum_and_integrate_bodies(
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    force = sum_force[lid].xyz;
+    force = sum_force[lid];
     torque = sum_torque[lid].xyz;
 #endif
     if (lane != 0 || b >= body_count) return;
+    float2 contact = body_contact_mass[b];
+    contact.y = fmin(contact.x, body_mass[b] / fmax(force.w, 1.0f));
+    body_contact_mass[b] = contact;
     BodyArrays body = {body_mass, body_inv_inertia, body_damping, body_extent, body_quiet, body_position,
                        body_orientation, body_momentum, body_angular_momentum, body_velocity,
                        body_angular_velocity, build_position, build_orientation};
     bool touched = body_touched_in[b] != 0;
     body_touched_in[b] = 0;
-    integrate_body(b, force, torque, substep, gravity.xyz, terminal_speed, sleep, touched, *rebuild_flag != 0,
+    integrate_body(b, force.xyz, torque, substep, gravity.xyz, terminal_speed, sleep, touched, *rebuild_flag != 0,
                    rebuild_distance, rebuild_next, body);
 }

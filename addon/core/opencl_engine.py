@@ -24,7 +24,8 @@ import numpy as np
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
-from .settings import FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings, derive_contact_parameters
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings,
+                       derive_contact_parameters)
 from .state import BodyState, StateMixin
 
 KERNEL_FILE = Path(__file__).resolve().parents[2] / "kernels" / "particle_bodies.cl"
@@ -127,7 +128,7 @@ class OpenCLEngine(StateMixin):
         material_count = len(model.materials)
         self.body_lanes = choose_body_lanes(model.body_particle_count, self.device_info.is_gpu)
         options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DNEIGHBOUR_SLOTS={self.neighbour_slots}",
-                   f"-DMATERIAL_COUNT={material_count}",
+                   f"-DMATERIAL_COUNT={material_count}", f"-DDAMPING_LIMIT={DAMPING_LIMIT!r}f",
                    f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f",
                    f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f",
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
@@ -206,7 +207,9 @@ class OpenCLEngine(StateMixin):
         self.b_body_first = self._buffer(m.body_first_particle.astype(np.int32))
         self.b_body_count = self._buffer(m.body_particle_count.astype(np.int32))
         self.b_body_mass = self._buffer(m.body_mass.astype(np.float32))
-        self.b_body_contact_mass = self._buffer(m.body_effective_mass.astype(np.float32))
+        # (flat-face share, share of the contacts of the previous substep): see contact_mass()
+        self.b_body_contact_mass = self._buffer(
+            np.repeat(m.body_effective_mass.astype(np.float32)[:, None], 2, axis=1).reshape(-1, 2))
         self.b_body_inv_inertia = self._buffer(m.body_inv_inertia_local.reshape(-1).astype(np.float32))
         self.b_body_damping = self._buffer(np.ascontiguousarray(damping, dtype=np.float32))
         self.b_body_extent = self._buffer(body_extents(m).astype(np.float32))
@@ -292,7 +295,7 @@ class OpenCLEngine(StateMixin):
                 np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed), sleep,
                 self.b_body_first, self.b_body_count, self.b_force, self.b_torque, self.b_has_force,
                 self.b_body_touched[h_in],
-                *body_arrays, rebuild, self.b_rebuild[h_out], rebuild_distance)
+                *body_arrays, rebuild, self.b_rebuild[h_out], rebuild_distance, self.b_body_contact_mass)
             contact_arguments = [
                 np.int32(m.plane_count), inv_cell, bits,
                 np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius], dtype=np.float32),

@@ -17,7 +17,8 @@ import numpy as np
 
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
-from .settings import FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings, derive_contact_parameters
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings,
+                       derive_contact_parameters)
 from .state import BodyState, StateMixin
 
 EMPTY_SLOT = -1
@@ -75,14 +76,20 @@ class ReferenceEngine(StateMixin):
         self.quiet = np.zeros(m.body_count)  # seconds each body has been still (sleeping)
         # an awake body touched this sleeping one in the previous substep: it computes its contacts
         self.touched = np.zeros(m.body_count, dtype=bool)
+        # each body's mass over its contacts in the previous substep, capped at the flat-face
+        # share: bounds the damping (DAMPING_LIMIT)
+        self.contact_share = m.body_effective_mass.copy()
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
         self.colliders.set_frame(frame, frame_duration)
 
     def _contact_mass(self, body):
-        """Mass one contact of ``body`` moves, for damping (None: static, infinite)."""
-        return None if body == STATIC_BODY else self.model.body_effective_mass[body]
+        """(flat-face share, share of the previous substep's contacts) of ``body``'s mass, for
+        damping (None: static, infinite)."""
+        if body == STATIC_BODY:
+            return None
+        return self.model.body_effective_mass[body], self.contact_share[body]
 
     # -- body kinematics -------------------------------------------------------------------
     def _rotation(self, b):
@@ -144,11 +151,18 @@ class ReferenceEngine(StateMixin):
         r = m.particle_radius
         b = m.particle_body[i]
         mat_i = m.body_material[b]
-        mass_i = self._contact_mass(b)
-        m_eff = mass_i if mass_j is None else mass_i * mass_j / (mass_i + mass_j)
+        (mass_i, share_i) = self._contact_mass(b)
+        if mass_j is None:
+            m_eff, m_share = mass_i, share_i
+        else:
+            m_eff = mass_i * mass_j[0] / (mass_i + mass_j[0])
+            m_share = share_i * mass_j[1] / (share_i + mass_j[1])
         zeta = pr.damping_ratio[mat_i, mat_j]
         damping = 2 * zeta * np.sqrt(m_eff * pr.stiffness)
-        damping_t = 2 * zeta * np.sqrt(m_eff * pr.tangential_stiffness)
+        # the sum of a body's dashpots may damp its velocity by at most DAMPING_LIMIT per substep
+        scale = min(1.0, DAMPING_LIMIT * m_share / (damping * pr.substep)) if damping > 0 else 1.0
+        damping *= scale
+        damping_t = scale * 2 * zeta * np.sqrt(m_eff * pr.tangential_stiffness)
         arm = r * n
         vc_i = vel_i + np.cross(omega_i, arm)
         vc_j = vel_j + np.cross(omega_j, -arm)
@@ -200,6 +214,7 @@ class ReferenceEngine(StateMixin):
         zero = np.zeros(3)
         asleep = self._is_asleep(self.quiet)
         touched_next = np.zeros(m.body_count, dtype=bool)
+        contacts = np.zeros(m.body_count)
         for i in np.flatnonzero(self.dynamic):
             b = m.particle_body[i]
             if asleep[b] and self.sleepers_skip() and not self.touched[b]:
@@ -234,7 +249,9 @@ class ReferenceEngine(StateMixin):
                     force[i] += f
                     torque[i] += t
             self._triangle_contacts(i, pos[i], vel[i], omega_i, slots_in, slots_out, force, torque)
+            contacts[b] += slots_out[2]  # as the kernel: contacts beyond FRICTION_SLOTS not counted
         self.history_key, self.history_xi = new_key, new_xi
+        self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         self.colliders.tau += dt
         self._integrate(force, torque, offset_world)
         self.touched = touched_next
