@@ -134,8 +134,9 @@ def damping_ratio_for_restitution(e):
     return np.interp(e, _RESTITUTION_TABLE[::-1], _ZETA_TABLE[::-1])
 
 
-def body_extent(model: Model) -> np.ndarray:
-    """(B,) largest extent of each body's particles along any axis, including particle size."""
+def body_span(model: Model) -> np.ndarray:
+    """(B,) each body's largest span along a body axis, particle size included (the height it would
+    stand; model.body_extents is the reach from its centre, a different measure)."""
     d = 2 * model.particle_radius
     if model.body_count == 0:
         return np.zeros(0)
@@ -153,7 +154,7 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         particle_mass = model.body_mass / np.maximum(model.body_particle_count, 1)
         heaviest_particle = float(particle_mass.max())
         lightest_contact_mass = float(model.body_effective_mass.min())
-        tallest = float(body_extent(model).max())
+        tallest = float(body_span(model).max())
     else:
         heaviest_particle = lightest_contact_mass = 1.0
         tallest = d
