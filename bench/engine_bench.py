@@ -72,6 +72,14 @@ def run_size(count: int, device: str | None, steps: int, warmup_steps: int, skin
         pile_ms, pile_rebuilds = time_window(engine, steps)
         pile = {"pile_window_at_s": engine.time - steps * engine.params.substep, "pile_ms_per_step": pile_ms,
                 "pile_steps_per_s": 1e3 / pile_ms, "pile_rebuilds": pile_rebuilds}
+        # and its per-stage split, from the profiled engine brought to the same moment
+        profiled.step(max(0, round(pile_window_at / profiled.params.substep) - profiled.substeps_done))
+        profiled.queue.finish()
+        profiled.collect_profile()
+        profiled.stage_seconds.clear()
+        profiled.step(steps)
+        profiled.queue.finish()
+        pile["pile_stage_ms_per_step"] = {k: 1e3 * v / steps for k, v in profiled.collect_profile().items()}
     return {
         "bodies": model.body_count,
         "particles": model.particle_count,
@@ -114,7 +122,9 @@ def main(argv=None):
             result = run_size(count, args.device, args.steps, args.warmup_steps, skin, args.pile_window_at)
             results.append(result)
             pile = (f"  pile@{result['pile_window_at_s']:.1f}s {result['pile_ms_per_step']:.3f} ms/step "
-                    f"({result['pile_rebuilds']} rebuilds)" if "pile_ms_per_step" in result else "")
+                    f"({result['pile_rebuilds']} rebuilds: "
+                    + " ".join(f"{k}={v:.3f}" for k, v in result["pile_stage_ms_per_step"].items()) + ")"
+                    if "pile_ms_per_step" in result else "")
             print(f"{result['bodies']:>8} cubes {result['particles']:>9} particles skin {skin:4.2f} "
                   f"{result['ms_per_step']:8.3f} ms/step {result['steps_per_s']:9.1f} steps/s "
                   f"({result['rebuilds_in_window']} rebuilds) ~{result['est_bandwidth_GBps']:7.1f} GB/s  "
