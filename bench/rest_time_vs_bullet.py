@@ -90,31 +90,12 @@ def run_bullet(substeps: int) -> dict:
     import bpy
 
     frames = SECONDS * FPS + 2
-    bpy.ops.wm.read_factory_settings(use_empty=True)
-    scene = bpy.context.scene
-    scene.frame_start, scene.frame_end = 1, frames
-    scene.render.fps, scene.render.fps_base = FPS, 1.0
-    scene.frame_set(1)
-    ground = bpy.data.objects.new("Ground", vb.box_mesh("GroundMesh", 100.0, 100.0, 1.0))
-    ground.location = (0.0, 0.0, -0.5)
-    scene.collection.objects.link(ground)
-    mesh = vb.box_mesh("CubeMesh", 1.0, 1.0, 1.0)
     positions, orientations, _ = test_scene()
-    cubes = []
-    for k in range(COUNT):
-        obj = bpy.data.objects.new(f"Cube{k:03d}", mesh)
-        obj.location = tuple(positions[k])
-        obj.rotation_mode = "QUATERNION"
-        obj.rotation_quaternion = tuple(orientations[k])
-        scene.collection.objects.link(obj)
-        cubes.append(obj)
-    bpy.context.view_layer.update()
-    rbw = vb.add_bullet_world(scene, cubes, ground, frames, friction=math.sqrt(FRICTION))
+    scene, cubes, ground = vb.scene_with_cubes(positions, frames, quaternions=orientations)
+    assert scene.render.fps == FPS
+    rbw = vb.add_bullet_world(scene, cubes, ground, frames, friction=math.sqrt(FRICTION),
+                              restitution=math.sqrt(RESTITUTION), linear_damping=0.0, angular_damping=0.0)
     rbw.substeps_per_frame = substeps
-    for obj in cubes + [ground]:
-        obj.rigid_body.restitution = math.sqrt(RESTITUTION)
-        if obj.rigid_body.type == "ACTIVE":
-            obj.rigid_body.linear_damping = obj.rigid_body.angular_damping = 0.0
     centres = {}
     started = time.perf_counter()
     for frame in range(1, frames + 1):

@@ -85,6 +85,13 @@ def box_mesh(name: str, sx: float, sy: float, sz: float):
 
 def build_scene(count: int, frames: int, seed: int = 0):
     """Fresh scene: ground box and ``count`` unit cubes (one shared mesh). Returns (scene, cubes, ground)."""
+    pos, euler = placement(count, seed)
+    return scene_with_cubes(pos, frames, euler=euler)
+
+
+def scene_with_cubes(positions, frames: int, euler=None, quaternions=None):
+    """Fresh scene at 24 fps: the ground box and a unit cube (one shared mesh) at each position,
+    rotated by Euler angles or by (w, x, y, z) quaternions. Returns (scene, cubes, ground)."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = 1, frames
@@ -94,12 +101,15 @@ def build_scene(count: int, frames: int, seed: int = 0):
     ground.location = (0.0, 0.0, -0.5)
     scene.collection.objects.link(ground)
     mesh = box_mesh("CubeMesh", 1.0, 1.0, 1.0)
-    pos, euler = placement(count, seed)
     cubes = []
-    for i in range(count):
+    for i, position in enumerate(positions):
         obj = bpy.data.objects.new(f"Cube{i:05d}", mesh)
-        obj.location = tuple(pos[i])
-        obj.rotation_euler = tuple(euler[i])
+        obj.location = tuple(position)
+        if quaternions is not None:
+            obj.rotation_mode = "QUATERNION"
+            obj.rotation_quaternion = tuple(quaternions[i])
+        elif euler is not None:
+            obj.rotation_euler = tuple(euler[i])
         scene.collection.objects.link(obj)
         cubes.append(obj)
     bpy.context.view_layer.update()
@@ -169,7 +179,9 @@ def frame_timing(stamps: list[float]) -> dict:
 
 # ------------------------------------------------------------------------------------------------
 # (a) Blender's rigid-body world
-def add_bullet_world(scene, cubes, ground, frames: int, friction: float = FRICTION):
+def add_bullet_world(scene, cubes, ground, frames: int, friction: float = FRICTION,
+                     restitution: float = BOUNCINESS, linear_damping: float = LINEAR_DAMPING,
+                     angular_damping: float = ANGULAR_DAMPING):
     """Blender's rigid-body world at its defaults: cubes active boxes, ground passive; returns the world."""
     with bpy.context.temp_override(**view3d_override()):
         bpy.ops.rigidbody.world_add()
@@ -183,10 +195,10 @@ def add_bullet_world(scene, cubes, ground, frames: int, friction: float = FRICTI
         rb = obj.rigid_body
         rb.collision_shape = "BOX"
         rb.friction = friction
-        rb.restitution = BOUNCINESS
+        rb.restitution = restitution
         if rb.type == "ACTIVE":
             rb.mass = DENSITY * 1.0
-            rb.linear_damping, rb.angular_damping = LINEAR_DAMPING, ANGULAR_DAMPING
+            rb.linear_damping, rb.angular_damping = linear_damping, angular_damping
     return rbw
 
 

@@ -2,9 +2,10 @@
 // with friction, restitution-derived damping, an unbounded hashed grid and deterministic order.
 // The NumPy specification of every kernel is addon/core/reference.py; keep them in step.
 //
-// Host-provided defines: FRICTION_SLOTS, NEIGHBOUR_SLOTS, MATERIAL_COUNT, ROLLING_REGULARIZATION,
-// DUPLICATE_POINT_TOLERANCE, HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE. The grid's shape (bits per
-// axis) is a kernel argument so the host can re-fit it to the scene without rebuilding the program.
+// Host-provided defines: FRICTION_SLOTS, NEIGHBOUR_SLOTS, MATERIAL_COUNT, DAMPING_LIMIT,
+// ROLLING_REGULARIZATION, DUPLICATE_POINT_TOLERANCE, HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE.
+// The grid's shape (bits per axis) is a kernel argument so the host can re-fit it to the scene
+// without rebuilding the program.
 // Kernels per substep: particle_buckets, scan_groups, scan_group_totals, scatter_to_buckets,
 // sort_buckets, gather_sorted, particle_contacts_sorted, sum_and_integrate_bodies.
 //
@@ -270,6 +271,12 @@ inline float2 contact_mass(int body, __global const float2 *body_contact_mass)
     return (body == STATIC_BODY) ? (float2)(0.0f) : body_contact_mass[body];
 }
 
+// The mass a contact between two bodies moves: a * b / (a + b), or a against a static one (b = 0).
+inline float pair_mass(float a, float b)
+{
+    return (b > 0.0f) ? a * b / (a + b) : a;
+}
+
 typedef struct {
     float stiffness;
     float tangential_stiffness;
@@ -290,13 +297,13 @@ inline void add_contact(
     __global int *new_key, __global float4 *new_xi, int *slots_used,
     float3 *force, float3 *torque)
 {
-    float m_eff = (mass_j.x > 0.0f) ? mass_i.x * mass_j.x / (mass_i.x + mass_j.x) : mass_i.x;
+    float m_eff = pair_mass(mass_i.x, mass_j.x);
     float zeta = pair_damping_ratio[mat_i * MATERIAL_COUNT + mat_j];
     float damping = 2.0f * zeta * sqrt(m_eff * cc.stiffness);
     // A body on many contacts (a cube nested into another's face, a stack) sums their dashpots:
     // beyond DAMPING_LIMIT times its mass per contact over the substep the explicit step rings at
-    // the substep rate instead of damping (the reference explains the bound).
-    float m_share = (mass_j.y > 0.0f) ? mass_i.y * mass_j.y / (mass_i.y + mass_j.y) : mass_i.y;
+    // the substep rate instead of damping (settings.DAMPING_LIMIT explains the bound).
+    float m_share = pair_mass(mass_i.y, mass_j.y);
     float damping_scale = (damping > 0.0f) ? fmin(1.0f, DAMPING_LIMIT * m_share / (damping * cc.substep)) : 1.0f;
     damping *= damping_scale;
     float damping_t = damping_scale * 2.0f * zeta * sqrt(m_eff * cc.tangential_stiffness);

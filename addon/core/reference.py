@@ -151,12 +151,13 @@ class ReferenceEngine(StateMixin):
         r = m.particle_radius
         b = m.particle_body[i]
         mat_i = m.body_material[b]
-        (mass_i, share_i) = self._contact_mass(b)
+        # the masses the contact moves (pair_mass in the kernels): from the flat-face shares, and
+        # from the shares of the previous substep's contacts
+        masses_i = self._contact_mass(b)
         if mass_j is None:
-            m_eff, m_share = mass_i, share_i
+            m_eff, m_share = masses_i
         else:
-            m_eff = mass_i * mass_j[0] / (mass_i + mass_j[0])
-            m_share = share_i * mass_j[1] / (share_i + mass_j[1])
+            m_eff, m_share = (a * c / (a + c) for a, c in zip(masses_i, mass_j))
         zeta = pr.damping_ratio[mat_i, mat_j]
         damping = 2 * zeta * np.sqrt(m_eff * pr.stiffness)
         # the sum of a body's dashpots may damp its velocity by at most DAMPING_LIMIT per substep
