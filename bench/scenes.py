@@ -37,7 +37,9 @@ def cube_pile(count: int, side: float = 1.0, spacing: float = 1.6, seed: int = 0
     points = np.matmul(local[None], rot.transpose(0, 2, 1)) + positions[:, None, :]
     material = Material(friction=0.5, restitution=0.2)
     builder = ModelBuilder(side / 6)
-    builder.add_bodies(points, masses=np.full(count, 1000.0 * side**3), materials=[material] * count)
+    # solid cubes: voxels reach their corners, along each cube's turned lattice (as a conversion gives)
+    builder.add_bodies(points, masses=np.full(count, 1000.0 * side**3), materials=[material] * count,
+                       corner_reach=1.0, lattice_orientations=quats)
     if ground:
         builder.add_ground_plane(0.0, material=material)
     return builder.finalize()

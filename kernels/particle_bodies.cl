@@ -3,7 +3,8 @@
 // The NumPy specification of every kernel is addon/core/reference.py; keep them in step.
 //
 // Host-provided defines: FRICTION_SLOTS, NEIGHBOUR_SLOTS, MATERIAL_COUNT, DAMPING_LIMIT,
-// ROLLING_REGULARIZATION, DUPLICATE_POINT_TOLERANCE, HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE.
+// ROLLING_REGULARIZATION, DUPLICATE_POINT_TOLERANCE, CORNER_SOFTNESS, COLLIDER_REACH (in particle
+// radii), HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE.
 // The grid's shape (bits per axis) is a kernel argument so the host can re-fit it to the scene
 // without rebuilding the program.
 // Kernels per substep: particle_buckets, scan_groups, scan_group_totals, scatter_to_buckets,
@@ -284,11 +285,12 @@ typedef struct {
     float radius;
 } ContactConstants;
 
-// One contact seen from particle i. n points from i towards the other side. Adds to force/torque
+// One contact seen from particle i. n points from i towards the other side, arm from i's centre to
+// the contact point (cc.radius * n between particles; voxel_support against colliders). Adds to force/torque
 // and records the friction spring in the next free slot. Mirrors ReferenceEngine._contact.
 // Slot s of the friction history is at old_xi[s * stride] (see particle_contacts for the layouts).
 inline void add_contact(
-    ContactConstants cc, int key, float3 n, float overlap,
+    ContactConstants cc, int key, float3 n, float3 arm, float overlap,
     float3 vel_i, float3 omega_i, float3 vel_j, float3 omega_j,
     float2 mass_i, float2 mass_j, int mat_i, int mat_j,
     __global const float *pair_damping_ratio, __global const float *pair_friction,
@@ -307,7 +309,6 @@ inline void add_contact(
     float damping_scale = (damping > 0.0f) ? fmin(1.0f, DAMPING_LIMIT * m_share / (damping * cc.substep)) : 1.0f;
     damping *= damping_scale;
     float damping_t = damping_scale * 2.0f * zeta * sqrt(m_eff * cc.tangential_stiffness);
-    float3 arm = cc.radius * n;
     float3 vc_i = vel_i + cross(omega_i, arm);
     float3 vc_j = vel_j + cross(omega_j, -arm);
     float3 v_rel = vc_i - vc_j;
@@ -337,7 +338,7 @@ inline void add_contact(
         *slots_used += 1;
     }
     *force += -fn * n + f_t;
-    *torque += cross(arm, f_t);
+    *torque += cross(arm, -fn * n + f_t);  // the normal force's couple is zero for arm || n
     // rolling resistance: a couple against the relative rolling, pure torque (momentum conserved)
     float3 w_rel = omega_i - omega_j;
     float3 w_roll = w_rel - dot(w_rel, n) * n;
@@ -346,6 +347,43 @@ inline void add_contact(
         float rolling = pair_rolling[mat_i * MATERIAL_COUNT + mat_j] * cc.radius * fn;
         *torque -= rolling * w_roll / fmax(w_roll_norm, ROLLING_REGULARIZATION);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// sharp voxels against colliders (addon/core/voxel_corners.py explains; mirrors voxel_support)
+
+// How far particle i's voxel reaches from its centre along the unit world direction u (towards the
+// collider), and in *arm the vector to the point that touches. lattice: the voxel lattice's world
+// orientation; reach 0 is the particle's sphere.
+inline float voxel_support(float3 u, float reach, float4 lattice, float radius, float3 *arm)
+{
+    if (reach <= 0.0f) {
+        *arm = radius * u;
+        return radius;
+    }
+    float3 d = quat_rotate_inverse(lattice, u);
+    float3 sigma = clamp(d * (1.0f / CORNER_SOFTNESS), -1.0f, 1.0f);
+    float half_side = reach * radius;
+    float rho = radius * (1.0f - reach * (1.0f - 0.5f * CORNER_SOFTNESS));
+    *arm = quat_rotate(lattice, half_side * sigma) + rho * u;
+    return half_side * (dot(sigma, d) - 0.5f * CORNER_SOFTNESS * dot(sigma, sigma)) + rho;
+}
+
+// What the contact kernel reads about particle i's voxel, on its first collider within reach.
+typedef struct {
+    bool loaded;
+    float reach;
+    float4 lattice;
+} VoxelCorners;
+
+inline void load_voxel_corners(VoxelCorners *vc, int i, int body_i, __global const float *particle_corner_reach,
+                               __global const float4 *body_orientation, __global const float4 *body_lattice)
+{
+    if (vc->loaded) return;
+    vc->loaded = true;
+    vc->reach = particle_corner_reach[i];
+    vc->lattice = (vc->reach > 0.0f) ? quat_multiply(body_orientation[body_i], body_lattice[body_i])
+                                     : (float4)(0.0f, 0.0f, 0.0f, 1.0f);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -425,7 +463,7 @@ inline void particle_pair_contact(
         // an awake body touching a sleeping one makes it compute its contacts next substep
         if (!asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
     }
-    add_contact(cc, j, n, 2.0f * cc.radius - dist, v_i, w_i, v_j, w_j,
+    add_contact(cc, j, n, cc.radius * n, 2.0f * cc.radius - dist, v_i, w_i, v_j, w_j,
                 mass_i, contact_mass(body_j, body_contact_mass), mat_i, ns.particle_material[j],
                 pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                 new_key, new_xi, slots_used, force, torque);
@@ -456,6 +494,8 @@ inline void particle_contacts(
     __global int *history_key_out, __global float4 *history_xi_out,
     bool rebuild, bool with_contacts, float reach2, __global int *neighbour_count, __global int *neighbour,
     bool asleep_i, __global int *body_touched_out,
+    __global const float *particle_corner_reach, __global const float4 *body_orientation,
+    __global const float4 *body_lattice,
     float3 *body_force, float3 *body_torque, int *contact_count)
 {
     float diameter = 2.0f * cc.radius;
@@ -531,11 +571,18 @@ inline void particle_contacts(
         }
     }
     if (!with_contacts) return;
+    // colliders touch the particle's voxel (voxel_support), read only for particles within reach
+    VoxelCorners corners = {false, 0.0f, (float4)(0.0f)};
+    float collider_reach = cc.radius * COLLIDER_REACH;
     for (int g = 0; g < plane_count; ++g) {
         float3 normal = plane_normal[g].xyz;
         float height = dot(p_i - plane_point[g].xyz, normal);
-        if (height < cc.radius) {
-            add_contact(cc, -2 - g, -normal, cc.radius - height, v_i, w_i, (float3)(0.0f), (float3)(0.0f),
+        if (height >= collider_reach) continue;
+        load_voxel_corners(&corners, i, body_i, particle_corner_reach, body_orientation, body_lattice);
+        float3 arm;
+        float depth = voxel_support(-normal, corners.reach, corners.lattice, cc.radius, &arm);
+        if (height < depth) {
+            add_contact(cc, -2 - g, -normal, arm, depth - height, v_i, w_i, (float3)(0.0f), (float3)(0.0f),
                         mass_i, (float2)(0.0f), mat_i, plane_material[g],
                         pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                         new_key, new_xi, &slots_used, &force, &torque);
@@ -572,9 +619,17 @@ inline void particle_contacts(
                 if ((pass == 0) != (region == FACE_REGION)) continue;
                 float3 delta = q - p_i;
                 float dist2 = dot(delta, delta);
-                if (dist2 >= cc.radius * cc.radius) continue;
+                if (dist2 >= collider_reach * collider_reach) continue;
                 float dist = sqrt(dist2);
                 if (dist <= 1e-9f * cc.radius) continue;
+                float3 n = delta / dist;
+                float3 arm = cc.radius * n;
+                float depth = cc.radius;
+                if (pass == 0) {  // a face: the voxel; an edge or a vertex: the sphere
+                    load_voxel_corners(&corners, i, body_i, particle_corner_reach, body_orientation, body_lattice);
+                    depth = voxel_support(n, corners.reach, corners.lattice, cc.radius, &arm);
+                }
+                if (dist >= depth) continue;
                 if (pass == 1) {
                     bool duplicate = false;
                     for (int e = 0; e < edge_contacts; ++e) {
@@ -588,7 +643,7 @@ inline void particle_contacts(
                 }
                 float3 v_tri = bary.x * collider_velocity[tv.x].xyz + bary.y * collider_velocity[tv.y].xyz
                              + bary.z * collider_velocity[tv.z].xyz;
-                add_contact(cc, -2 - plane_count - t, delta / dist, cc.radius - dist, v_i, w_i, v_tri, (float3)(0.0f),
+                add_contact(cc, -2 - plane_count - t, n, arm, depth - dist, v_i, w_i, v_tri, (float3)(0.0f),
                             mass_i, (float2)(0.0f), mat_i, tv.w,
                             pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                             new_key, new_xi, &slots_used, &force, &torque);
@@ -757,7 +812,10 @@ __kernel void particle_contacts_sorted(
     __global const float4 *body_velocity,
     __global const float4 *body_angular_velocity,
     __global const float *body_quiet,
-    __global uchar *particle_has_force)  // 0: force and torque not written (no contact), read as zero
+    __global uchar *particle_has_force,  // 0: force and torque not written (no contact), read as zero
+    __global const float *particle_corner_reach,
+    __global const float4 *body_orientation,
+    __global const float4 *body_lattice)     // voxel lattice axes in the body frame
 {
     int s = get_global_id(0);
     if (s >= particle_count) return;
@@ -797,7 +855,8 @@ __kernel void particle_contacts_sorted(
                           triangle_bucket_start, triangle_items, triangle_bounds, history_stride,
                           history_key_in, history_xi_in, history_key_out, history_xi_out,
                           rebuild, with_contacts, reach2, neighbour_count, neighbour + s, asleep_i,
-                          body_touched_out, &force, &torque, &contact_count);
+                          body_touched_out, particle_corner_reach, body_orientation, body_lattice,
+                          &force, &torque, &contact_count);
     }
     // most particles touch nothing (free fall, a pile's inside): a byte instead of 32
     bool has_force = contact_count > 0 || any(force != 0.0f) || any(torque != 0.0f);

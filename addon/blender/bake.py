@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
-from ..core.model import quaternion_to_matrix
+from ..core.model import matrix_quaternions, quaternion_to_matrix
 
 BAKE_MARK = "prb_bake"
 PREV_ACTION = "_prb_previous_action"
@@ -59,40 +59,6 @@ def quaternion_matrices(q: np.ndarray) -> np.ndarray:
     """Rotation matrices of quaternions (w, x, y, z), normalised first (the core's conversion)."""
     q = np.asarray(q, dtype=np.float64)
     return quaternion_to_matrix(q / np.linalg.norm(q, axis=-1, keepdims=True))
-
-
-def matrix_quaternions(m: np.ndarray) -> np.ndarray:
-    """Unit quaternions (w, x, y, z) of rotation matrices (..., 3, 3), numerically safe branch per item."""
-    m = np.asarray(m, dtype=np.float64)
-    shape = m.shape[:-2]
-    m = m.reshape(-1, 3, 3)
-    q = np.empty((m.shape[0], 4))
-    m00, m11, m22 = m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]
-    trace = m00 + m11 + m22
-    branch = np.argmax(np.stack([trace, m00, m11, m22], axis=1), axis=1)
-    for b in range(4):
-        idx = np.nonzero(branch == b)[0]
-        if not len(idx):
-            continue
-        a = m[idx]
-        if b == 0:
-            s = 2.0 * np.sqrt(1.0 + trace[idx])
-            q[idx] = np.stack([0.25 * s, (a[:, 2, 1] - a[:, 1, 2]) / s, (a[:, 0, 2] - a[:, 2, 0]) / s,
-                               (a[:, 1, 0] - a[:, 0, 1]) / s], axis=1)
-        elif b == 1:
-            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 0, 0] - a[:, 1, 1] - a[:, 2, 2], 1e-300))
-            q[idx] = np.stack([(a[:, 2, 1] - a[:, 1, 2]) / s, 0.25 * s, (a[:, 0, 1] + a[:, 1, 0]) / s,
-                               (a[:, 0, 2] + a[:, 2, 0]) / s], axis=1)
-        elif b == 2:
-            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 1, 1] - a[:, 0, 0] - a[:, 2, 2], 1e-300))
-            q[idx] = np.stack([(a[:, 0, 2] - a[:, 2, 0]) / s, (a[:, 0, 1] + a[:, 1, 0]) / s, 0.25 * s,
-                               (a[:, 1, 2] + a[:, 2, 1]) / s], axis=1)
-        else:
-            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 2, 2] - a[:, 0, 0] - a[:, 1, 1], 1e-300))
-            q[idx] = np.stack([(a[:, 1, 0] - a[:, 0, 1]) / s, (a[:, 0, 2] + a[:, 2, 0]) / s,
-                               (a[:, 1, 2] + a[:, 2, 1]) / s, 0.25 * s], axis=1)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    return q.reshape(shape + (4,))
 
 
 def continuous_quaternions(q: np.ndarray) -> np.ndarray:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.model import Material, Model, ModelBuilder
+from ..core.model import Material, Model, ModelBuilder, matrix_quaternions
 from ..core import voxelize as vox
 
 GEOMETRY_TYPES = {"MESH", "CURVE", "SURFACE", "FONT", "META"}
@@ -594,8 +594,15 @@ def _convert_at_start(depsgraph, dynamic_objects, static_objects, radius, max_pa
         velocities = np.array([e[1]["initial_velocity"] for e in group], dtype=np.float64).reshape(-1, 3)
         spins = np.array([e[1]["initial_angular_velocity"] for e in group], dtype=np.float64).reshape(-1, 3)
         try:
+            # the lattice's axes are R's (each object voxelized along its own axes): its voxels meet
+            # the ground with their corners (core.voxel_corners). A mirrored object's R is a
+            # reflection; flipping one axis gives a rotation with the same (unsigned) axes.
+            lattice = rot.copy()
+            lattice[np.linalg.det(lattice) < 0, :, 0] *= -1.0
             indices = list(builder.add_bodies(points, masses=masses, velocities=velocities,
-                                              angular_velocities=spins, materials=mats))
+                                              angular_velocities=spins, materials=mats,
+                                              corner_reach=res.corner_reach,
+                                              lattice_orientations=matrix_quaternions(lattice)))
         except ValueError as error:
             raise ConversionError(f"{group[0][0].name}: {error}") from error
         for k, (obj, _, m4, _, _) in enumerate(group):

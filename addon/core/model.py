@@ -76,6 +76,14 @@ class Model:
     # particles (P): dynamic particles first, grouped by body, then static particles
     particle_offset: np.ndarray  # (P, 3) offset from the body's COM in the body frame; world position for static ones
     particle_body: np.ndarray  # (P,) int32, STATIC_BODY for static particles
+    # How far each particle's voxel reaches into the corners of its cube (0: a sphere of the particle
+    # radius; 1: the whole voxel, a cube of side one diameter, a little rounded). Used against planes
+    # and triangle faces, so that a box made of voxels meets the ground with its sharp edges and
+    # corners instead of the particles' round ones (see support_point). 0 for static particles.
+    particle_corner_reach: np.ndarray  # (P,) float64 in [0, 1]
+    # Rotation from each body's frame to the axes of its particles' voxel lattice (w, x, y, z):
+    # identity when the particles were given in the lattice's own frame.
+    body_lattice_orientation: np.ndarray  # (B, 4)
     static_particle_material: np.ndarray  # (S,) int32 material of each static particle
     # infinite planes (G): a point on the plane and its unit normal pointing into the free side
     plane_point: np.ndarray  # (G, 3)
@@ -150,6 +158,63 @@ def quaternion_to_matrix(q) -> np.ndarray:
     return m
 
 
+def _corner_reach(value, shape) -> np.ndarray:
+    reach = np.asarray(value, dtype=np.float64)
+    try:
+        reach = np.broadcast_to(reach, shape).copy()
+    except ValueError:
+        raise ValueError(f"corner reach must be a number or one per particle, got shape {reach.shape}") from None
+    if not np.all((reach >= 0) & (reach <= 1)):
+        raise ValueError("corner reach must be between 0 and 1")
+    return reach
+
+
+def _unit_quaternions(value, count) -> np.ndarray:
+    q = np.asarray(value, dtype=np.float64)
+    try:
+        q = np.broadcast_to(q, (count, 4)).copy()
+    except ValueError:
+        raise ValueError(f"lattice orientations must be (w, x, y, z) per body, got shape {q.shape}") from None
+    norm = np.linalg.norm(q, axis=1, keepdims=True)
+    if not np.all(np.isfinite(norm) & (norm > 0)):
+        raise ValueError("lattice orientation quaternions must be finite and non-zero")
+    return q / norm
+
+
+def matrix_quaternions(m: np.ndarray) -> np.ndarray:
+    """Unit quaternions (w, x, y, z) of rotation matrices (..., 3, 3), numerically safe branch per item."""
+    m = np.asarray(m, dtype=np.float64)
+    shape = m.shape[:-2]
+    m = m.reshape(-1, 3, 3)
+    q = np.empty((m.shape[0], 4))
+    m00, m11, m22 = m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]
+    trace = m00 + m11 + m22
+    branch = np.argmax(np.stack([trace, m00, m11, m22], axis=1), axis=1)
+    for b in range(4):
+        idx = np.nonzero(branch == b)[0]
+        if not len(idx):
+            continue
+        a = m[idx]
+        if b == 0:
+            s = 2.0 * np.sqrt(1.0 + trace[idx])
+            q[idx] = np.stack([0.25 * s, (a[:, 2, 1] - a[:, 1, 2]) / s, (a[:, 0, 2] - a[:, 2, 0]) / s,
+                               (a[:, 1, 0] - a[:, 0, 1]) / s], axis=1)
+        elif b == 1:
+            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 0, 0] - a[:, 1, 1] - a[:, 2, 2], 1e-300))
+            q[idx] = np.stack([(a[:, 2, 1] - a[:, 1, 2]) / s, 0.25 * s, (a[:, 0, 1] + a[:, 1, 0]) / s,
+                               (a[:, 0, 2] + a[:, 2, 0]) / s], axis=1)
+        elif b == 2:
+            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 1, 1] - a[:, 0, 0] - a[:, 2, 2], 1e-300))
+            q[idx] = np.stack([(a[:, 0, 2] - a[:, 2, 0]) / s, (a[:, 0, 1] + a[:, 1, 0]) / s, 0.25 * s,
+                               (a[:, 1, 2] + a[:, 2, 1]) / s], axis=1)
+        else:
+            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 2, 2] - a[:, 0, 0] - a[:, 1, 1], 1e-300))
+            q[idx] = np.stack([(a[:, 1, 0] - a[:, 0, 1]) / s, (a[:, 0, 2] + a[:, 2, 0]) / s,
+                               (a[:, 1, 2] + a[:, 2, 1]) / s, 0.25 * s], axis=1)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    return q.reshape(shape + (4,))
+
+
 def particle_inertia(offsets: np.ndarray, particle_mass: float, particle_diameter: float) -> np.ndarray:
     """Inertia tensor about the origin of equal-mass voxel particles at ``offsets`` (N, 3)."""
     offsets = np.asarray(offsets, dtype=np.float64)
@@ -217,12 +282,18 @@ class ModelBuilder:
         velocity=(0.0, 0.0, 0.0),
         angular_velocity=(0.0, 0.0, 0.0),
         material: Material | None = None,
+        corner_reach=0.0,
+        lattice_orientation=(1.0, 0.0, 0.0, 0.0),
     ) -> int:
         """Add a rigid body made of ``particles`` (N, 3), given in the body's own frame.
 
         ``position``/``orientation`` place that frame in the world (the frame's origin, not the COM).
         Give ``mass`` (kg) or ``density`` (kg/m^3, applied to the particles' voxel volume).
         ``velocity`` is the COM's, ``angular_velocity`` is in world space (rad/s).
+        ``corner_reach`` (scalar or (N,)): how far each particle's voxel cube is solid to its
+        corners, 0 (a sphere, the default) to 1 (a box made of voxels: sharp against the ground);
+        ``voxelize`` computes it from a mesh. ``lattice_orientation``: the voxel lattice's axes in
+        the body's frame (the particles' frame is the lattice's by default).
         Returns the body index.
         """
         pts = np.asarray(particles, dtype=np.float64).reshape(-1, 3)
@@ -249,6 +320,8 @@ class ModelBuilder:
         rotation = quaternion_to_matrix(q)
         return self._append_chunk(
             offsets=offsets[None],
+            corner_reach=_corner_reach(corner_reach, (1, len(pts))),
+            lattice=_unit_quaternions(lattice_orientation, 1),
             mass=np.array([mass]),
             inertia=inertia[None],
             com_local=com_local[None],
@@ -259,9 +332,12 @@ class ModelBuilder:
             material=np.array([self._material(material)], dtype=np.int32),
         )[0]
 
-    def add_bodies(self, particles, *, masses, velocities=None, angular_velocities=None, materials=None) -> list[int]:
+    def add_bodies(self, particles, *, masses, velocities=None, angular_velocities=None, materials=None,
+                   corner_reach=0.0, lattice_orientations=(1.0, 0.0, 0.0, 0.0)) -> list[int]:
         """Add K bodies of N particles each at once (linked duplicates): ``particles`` (K, N, 3) in world
-        space (position 0, identity orientation), ``masses`` (K,). Returns the body indices."""
+        space (position 0, identity orientation), ``masses`` (K,). ``corner_reach``: scalar, (N,) or
+        (K, N), see ``add_body``; ``lattice_orientations`` (K, 4) or (4,): each body's voxel lattice
+        axes in world space (w, x, y, z). Returns the body indices."""
         pts = np.asarray(particles, dtype=np.float64)
         if pts.ndim != 3 or pts.shape[2] != 3 or pts.shape[1] == 0:
             raise ValueError("particles must be shaped (bodies, particles, 3)")
@@ -281,7 +357,8 @@ class ModelBuilder:
         own = n * self.particle_diameter**2 / 6.0
         inertia = (masses / n)[:, None, None] * (np.eye(3) * (r2 + own)[:, None, None] - outer)
         return self._append_chunk(
-            offsets=offsets, mass=masses.copy(), inertia=inertia, com_local=com, position=com.copy(),
+            offsets=offsets, corner_reach=_corner_reach(corner_reach, (count, n)),
+            lattice=_unit_quaternions(lattice_orientations, count), mass=masses.copy(), inertia=inertia, com_local=com, position=com.copy(),
             orientation=np.tile([1.0, 0.0, 0.0, 0.0], (count, 1)), velocity=velocities.copy(),
             angular_velocity=spins.copy(),
             material=self._material_indices(materials))
@@ -357,6 +434,8 @@ class ModelBuilder:
         static_mat = [np.full(len(p), m, dtype=np.int32) for p, m in self._static_particles]
         dyn_offsets = [c["offsets"].reshape(-1, 3) for c in chunks]
         particle_offset = np.concatenate(dyn_offsets + static_pts) if (dyn_offsets or static_pts) else np.zeros((0, 3))
+        corner_reach = np.concatenate([c["corner_reach"].reshape(-1) for c in chunks]
+                                      + [np.zeros(len(p)) for p in static_pts] + [np.zeros(0)])
         particle_body = np.concatenate(
             [np.repeat(np.arange(body_total, dtype=np.int32), counts)]
             + [np.full(len(p), STATIC_BODY, dtype=np.int32) for p in static_pts]
@@ -406,6 +485,8 @@ class ModelBuilder:
             body_angular_velocity=stack("angular_velocity", 3),
             particle_offset=np.asarray(particle_offset, dtype=np.float64).reshape(-1, 3),
             particle_body=particle_body.astype(np.int32),
+            particle_corner_reach=corner_reach.astype(np.float64),
+            body_lattice_orientation=stack("lattice", 4),
             static_particle_material=np.concatenate(static_mat) if static_mat else np.zeros(0, dtype=np.int32),
             plane_point=np.array([p for p, _, _ in self._planes], dtype=np.float64).reshape(-1, 3),
             plane_normal=np.array([n for _, n, _ in self._planes], dtype=np.float64).reshape(-1, 3),

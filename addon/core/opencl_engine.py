@@ -27,6 +27,7 @@ from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings,
                        derive_contact_parameters)
 from .state import BodyState, StateMixin
+from .voxel_corners import CORNER_SOFTNESS, collider_reach
 
 KERNEL_FILE = Path(__file__).resolve().parents[2] / "kernels" / "particle_bodies.cl"
 MIN_BITS_PER_AXIS = 2  # >= 4 cells per axis, so a cell's 27 neighbours never share a bucket
@@ -47,9 +48,9 @@ NEIGHBOUR_SLOTS = 16
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
 # estimate users see before simulating. The grid's two bucket arrays hold up to two buckets per
 # particle.
-BYTES_PER_PARTICLE = (16 + 4 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
+BYTES_PER_PARTICLE = (16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
                       + 4 * (NEIGHBOUR_SLOTS + 1))
-BYTES_PER_BODY = 16 * 8 + 4 * 6 + 9 * 4 + 8
+BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8
 
 
 def estimate_device_memory(particle_count: int, body_count: int) -> int:
@@ -131,6 +132,8 @@ class OpenCLEngine(StateMixin):
                    f"-DMATERIAL_COUNT={material_count}", f"-DDAMPING_LIMIT={DAMPING_LIMIT!r}f",
                    f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f",
                    f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f",
+                   f"-DCORNER_SOFTNESS={CORNER_SOFTNESS!r}f",
+                   f"-DCOLLIDER_REACH={collider_reach(model) / model.particle_radius!r}f",
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
                    "-cl-denorms-are-zero"]
@@ -184,6 +187,8 @@ class OpenCLEngine(StateMixin):
         self.b_offset = self._buffer(_vec4(m.particle_offset))
         self.b_particle_body = self._buffer(m.particle_body.astype(np.int32))
         self.b_particle_material = self._buffer(particle_material)
+        self.b_corner_reach = self._buffer(m.particle_corner_reach.astype(np.float32))
+        self.b_body_lattice = self._buffer(_quat_to_device(m.body_lattice_orientation))
         self.b_particle_bucket = self._buffer(nbytes=4 * P)
         self.b_sorted = self._buffer(nbytes=4 * P)
         self.b_sorted_pos = self._buffer(nbytes=16 * P)
@@ -234,7 +239,7 @@ class OpenCLEngine(StateMixin):
         self.b_pair_rolling = self._buffer(pr.rolling_friction.astype(np.float32).ravel())
 
         # triangle colliders
-        self.colliders = ColliderMotion(m, m.particle_radius)
+        self.colliders = ColliderMotion(m, collider_reach(m))
         tri = np.zeros((m.triangle_count, 4), dtype=np.int32)
         tri[:, :3] = m.mesh_triangles
         tri[:, 3] = m.triangle_material
@@ -312,7 +317,7 @@ class OpenCLEngine(StateMixin):
                 np.int32(P), *contact_arguments, self.b_body_x, self.b_force, self.b_torque, sleep,
                 self.b_body_touched[h_in], self.b_body_touched[h_out], rebuild, reach2,
                 self.b_neighbour_count, self.b_neighbour, self.b_body_v, self.b_body_w, self.b_body_quiet,
-                self.b_has_force)
+                self.b_has_force, self.b_corner_reach, self.b_body_q, self.b_body_lattice)
         self._sizes = {
             "buckets": (_round_up(P),),
             "scan groups": (self.scan_group_count * SCAN_LOCAL_SIZE,),

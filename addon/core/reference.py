@@ -20,6 +20,7 @@ from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings,
                        derive_contact_parameters)
 from .state import BodyState, StateMixin
+from .voxel_corners import collider_reach, voxel_support
 
 EMPTY_SLOT = -1
 
@@ -71,7 +72,7 @@ class ReferenceEngine(StateMixin):
         self.history_key = np.full((m.particle_count, FRICTION_SLOTS), EMPTY_SLOT, dtype=np.int64)
         self.history_xi = np.zeros((m.particle_count, FRICTION_SLOTS, 3))
         self.dynamic = m.particle_body != STATIC_BODY
-        self.colliders = ColliderMotion(m, m.particle_radius)
+        self.colliders = ColliderMotion(m, collider_reach(m))
         self.extent = body_extents(m)
         self.quiet = np.zeros(m.body_count)  # seconds each body has been still (sleeping)
         # an awake body touched this sleeping one in the previous substep: it computes its contacts
@@ -144,8 +145,9 @@ class ReferenceEngine(StateMixin):
             return self.model.static_particle_material[p - self.model.dynamic_particle_count]
         return self.model.body_material[b]
 
-    def _contact(self, i, key, n, overlap, vel_i, omega_i, vel_j, omega_j, mat_j, mass_j, slots_in, slots_out):
-        """Force on particle i from one contact, and the torque about i's centre. n points i -> j."""
+    def _contact(self, i, key, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mat_j, mass_j, slots_in, slots_out):
+        """Force on particle i from one contact, and the torque about i's centre. n points i -> j;
+        ``arm``: from i's centre to the contact point (r n between particles; see voxel_corners)."""
         pr = self.params
         m = self.model
         r = m.particle_radius
@@ -164,7 +166,6 @@ class ReferenceEngine(StateMixin):
         scale = min(1.0, DAMPING_LIMIT * m_share / (damping * pr.substep)) if damping > 0 else 1.0
         damping *= scale
         damping_t = scale * 2 * zeta * np.sqrt(m_eff * pr.tangential_stiffness)
-        arm = r * n
         vc_i = vel_i + np.cross(omega_i, arm)
         vc_j = vel_j + np.cross(omega_j, -arm)
         v_rel = vc_i - vc_j
@@ -189,7 +190,7 @@ class ReferenceEngine(StateMixin):
             slots_out[0][count] = key
             slots_out[1][count] = xi
             slots_out[2] = count + 1
-        torque = np.cross(arm, f_t)
+        torque = np.cross(arm, -fn * n + f_t)  # the normal force's couple is zero for arm || n
         w_rel = omega_i - omega_j
         w_roll = w_rel - (w_rel @ n) * n
         w_roll_norm = np.linalg.norm(w_roll)
@@ -238,18 +239,21 @@ class ReferenceEngine(StateMixin):
                     omega_j, mass_j = state.angular_velocity[bj], self._contact_mass(bj)
                     if asleep[bj] and not asleep[b]:
                         touched_next[bj] = True
-                f, t = self._contact(i, j, n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
+                f, t = self._contact(i, j, n, r * n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
                                      self._particle_material(j), mass_j, slots_in, slots_out)
                 force[i] += f
                 torque[i] += t
+            lattice = self._rotation(b) @ quaternion_to_matrix(m.body_lattice_orientation[b])
+            reach = m.particle_corner_reach[i]
             for g in range(m.plane_count):
                 height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
-                if height < r:
-                    f, t = self._contact(i, plane_key(g), -m.plane_normal[g], r - height, vel[i], omega_i,
+                depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r)
+                if height < depth:
+                    f, t = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i], omega_i,
                                          zero, zero, m.plane_material[g], None, slots_in, slots_out)
                     force[i] += f
                     torque[i] += t
-            self._triangle_contacts(i, pos[i], vel[i], omega_i, slots_in, slots_out, force, torque)
+            self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, slots_in, slots_out, force, torque)
             contacts[b] += slots_out[2]  # as the kernel: contacts beyond FRICTION_SLOTS not counted
         self.history_key, self.history_xi = new_key, new_xi
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
@@ -259,8 +263,9 @@ class ReferenceEngine(StateMixin):
         self.time += dt
         self.substeps_done += 1
 
-    def _triangle_contacts(self, i, p, vel_i, omega_i, slots_in, slots_out, force, torque):
-        """Face contacts; or, only if there are none, each distinct edge/vertex contact once."""
+    def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, slots_in, slots_out, force, torque):
+        """Face contacts (of the voxel, see voxel_corners); or, only if there are none, each distinct
+        edge/vertex contact of the particle's sphere once."""
         m = self.model
         if m.triangle_count == 0:
             return
@@ -280,7 +285,11 @@ class ReferenceEngine(StateMixin):
                     continue
                 delta = q - p
                 dist = np.linalg.norm(delta)
-                if dist >= r or dist <= 1e-9 * r:
+                if dist <= 1e-9 * r:
+                    continue
+                n = delta / dist
+                depth, arm = voxel_support(n, reach, lattice, r) if pass_ == 0 else (r, r * n)
+                if dist >= depth:
                     continue
                 if pass_ == 1:
                     if any(np.linalg.norm(e - q) < DUPLICATE_POINT_TOLERANCE * r for e in edge_points):
@@ -290,7 +299,7 @@ class ReferenceEngine(StateMixin):
                 else:
                     face_contacts += 1
                 v_tri = bary @ velocities[tri]
-                f, tq = self._contact(i, -2 - m.plane_count - int(t), delta / dist, r - dist, vel_i, omega_i,
+                f, tq = self._contact(i, -2 - m.plane_count - int(t), n, arm, depth - dist, vel_i, omega_i,
                                       v_tri, np.zeros(3), m.triangle_material[t], None, slots_in, slots_out)
                 force[i] += f
                 torque[i] += tq

@@ -42,6 +42,9 @@ class VoxelResult:
     area: float  # surface area
     filled_count: int  # particles inside the volume
     shell_count: int  # particles added on the surface
+    # (N,) per particle: 1 where the whole voxel cube around it is solid (its corners are inside the
+    # mesh), else 0 (a sphere); what Model.particle_corner_reach takes (see core.voxel_corners)
+    corner_reach: np.ndarray | None = None
 
 
 def _as_mesh(vertices, triangles):
@@ -288,6 +291,24 @@ def _dilate(mask: np.ndarray) -> np.ndarray:
     return out
 
 
+# Where a voxel's corners are tested, as a fraction of the way from its centre: just inside the
+# corner, so that the corners of a box voxelized along its edges count as inside.
+CORNER_TEST_FRACTION = 0.9
+
+
+def solid_corners(vertices, triangles, grid: Grid, filled: np.ndarray, rule: str) -> np.ndarray:
+    """(nx, ny, nz) bool: filled cells whose eight corners (at CORNER_TEST_FRACTION) are inside the
+    mesh as well. Eight fills of the grid shifted towards each corner."""
+    solid = filled.copy()
+    half = 0.5 * CORNER_TEST_FRACTION * grid.spacing
+    for sx in (-1, 1):
+        for sy in (-1, 1):
+            for sz in (-1, 1):
+                shifted = Grid(grid.origin + half * np.array([sx, sy, sz]), grid.spacing, grid.shape)
+                solid &= fill_mask(vertices, triangles, shifted, rule)
+    return solid
+
+
 def voxelize(vertices, triangles, spacing: float, *, mode: str = "auto", max_particles: int | None = None,
              weld_vertices: bool = True) -> VoxelResult:
     """Particles of diameter ``spacing`` representing the mesh.
@@ -318,7 +339,8 @@ def voxelize(vertices, triangles, spacing: float, *, mode: str = "auto", max_par
     want_shell = mode == "shell" or mode == "auto"
     if mode not in ("auto", "fill", "shell"):
         raise ValueError(f"unknown voxelize mode {mode!r}")
-    filled = fill_mask(v, t, grid, "nonzero" if oriented else "evenodd") if want_fill else None
+    rule = "nonzero" if oriented else "evenodd"
+    filled = fill_mask(v, t, grid, rule) if want_fill else None
     shell = shell_mask(v, t, grid) if want_shell else None
     if filled is not None and filled.any():
         if shell is not None and mode == "auto":
@@ -335,9 +357,14 @@ def voxelize(vertices, triangles, spacing: float, *, mode: str = "auto", max_par
         mask |= filled
     if shell is not None:
         mask |= shell
-    points = grid.centres(np.argwhere(mask))
+    cells = np.argwhere(mask)
+    points = grid.centres(cells)
+    corner_reach = np.zeros(len(points))
+    if filled is not None and n_fill:
+        solid = solid_corners(v, t, grid, filled, rule)
+        corner_reach[solid[cells[:, 0], cells[:, 1], cells[:, 2]]] = 1.0
     return VoxelResult(points=points, mode=final_mode, closed=closed, volume=volume, area=area,
-                       filled_count=n_fill, shell_count=n_shell)
+                       filled_count=n_fill, shell_count=n_shell, corner_reach=corner_reach)
 
 
 def polar_decomposition(matrix3) -> tuple[np.ndarray, np.ndarray]:

@@ -160,6 +160,12 @@ def test_rotated_scaled_mirrored_origin_offset_object_maps_back_exactly(scene):
     p0 = world_particles(model, 0)
     local = (np.c_[p0, np.ones(len(p0))] @ np.linalg.inv(m0).T)[:, :3]
     assert np.all(np.abs(local - (0.7, -0.4, 0.25)) <= (0.2, 0.3, 0.4))
+    # its voxels are whole boxes along the object's own (rotated, mirrored) axes: sharp against
+    # colliders (core.voxel_corners)
+    assert np.all(model.particle_corner_reach[:link.particle_count] == 1.0)
+    lattice = quaternion_to_matrix(model.body_lattice_orientation[0])
+    axes = m0[:3, :3] / np.linalg.norm(m0[:3, :3], axis=0)
+    assert np.allclose(np.abs(lattice.T @ axes), np.eye(3), atol=1e-6)
 
     # simulate a tumbling body (no contacts) and follow it through object_matrix_at
     model.body_velocity[0] = (0.5, -0.2, 2.0)

@@ -16,6 +16,8 @@ def axis_angle_quaternion(axis, angle):
 
 
 def add_cube(builder, position, material=None, **kwargs):
+    """A solid cube: its voxels reach their corners (sharp against planes and triangle faces)."""
+    kwargs.setdefault("corner_reach", 1.0)
     return builder.add_body(cube_particles(CUBE_SIDE), density=1000.0, position=position,
                             material=material or Material(), **kwargs)
 

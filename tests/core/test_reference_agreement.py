@@ -9,7 +9,8 @@ from addon.core.shapes import box_particles, cube_particles
 
 
 def colliding_scene():
-    """20 bodies in contact with each other, a ground plane, static particles and several materials."""
+    """20 bodies in contact with each other, a ground plane and a tilted one, static particles, several
+    materials, and particles as spheres and as (part) voxels against the planes."""
     rng = np.random.default_rng(7)
     builder = ModelBuilder(particle_radius=1 / 6)
     materials = [Material(friction=0.2, restitution=0.6), Material(friction=0.8, restitution=0.1),
@@ -22,7 +23,9 @@ def colliding_scene():
             # columns 0.85 m apart and layers 0.85 m apart: neighbours start overlapping
             position=(0.85 * column + rng.uniform(-0.05, 0.05), rng.uniform(-0.05, 0.05), 0.55 + 0.85 * layer),
             orientation=rng.normal(size=4), velocity=rng.normal(size=3), angular_velocity=rng.normal(size=3) * 2,
-            material=materials[k % 3])
+            material=materials[k % 3],
+            # voxels against the planes: spheres, whole voxels (some on a turned lattice), half voxels
+            corner_reach=(0.0, 1.0, 1.0, 0.5)[k % 4], lattice_orientation=rng.normal(size=4) if k % 4 == 2 else (1, 0, 0, 0))
     builder.add_ground_plane(0.0, material=materials[1])
     builder.add_ground_plane(normal=(1, 0, 0.2), point=(-0.8, 0, 0), material=materials[0])  # a tilted wall
     builder.add_static_particles(box_particles((6, 1, 3), 1 / 3) + [1.5, 1.0, 0.5], material=materials[2])

@@ -7,6 +7,7 @@ from addon.core.opencl_engine import OpenCLEngine
 from addon.core.reference import ReferenceEngine
 from addon.core.shapes import cube_particles
 from addon.core.simulation import Simulation
+from addon.core.voxel_corners import collider_reach
 from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, axis_angle_quaternion, engine_for, run_for
 
 
@@ -29,7 +30,8 @@ def test_kernels_match_reference_with_static_and_moving_triangles():
     builder = ModelBuilder(1 / 6)
     for k in range(8):
         builder.add_body(cube_particles(1.0), density=800, position=(rng.uniform(-1.5, 1.5), rng.uniform(-1.5, 1.5), 0.45 + 0.9 * k),
-                         orientation=rng.normal(size=4), velocity=rng.normal(size=3), material=Material(friction=0.6, restitution=0.3))
+                         orientation=rng.normal(size=4), velocity=rng.normal(size=3), material=Material(friction=0.6, restitution=0.3),
+                         corner_reach=0.0 if k % 3 == 1 else 1.0)  # spheres and voxels against the faces
     vertices, triangles = grid_mesh(6.0, 12, jitter=0.05)  # bumpy ground of small triangles: binned
     builder.add_static_mesh(vertices, triangles)
     big_v, big_t = grid_mesh(400.0, 1, z=-0.3)  # two huge triangles: the "large" list
@@ -38,7 +40,7 @@ def test_kernels_match_reference_with_static_and_moving_triangles():
     frames = np.array([paddle_v + [0.05 * f, 0, 0] for f in range(5)])  # moves +x at 1.2 m/s (24 fps)
     builder.add_static_mesh(paddle_v, [[0, 1, 2], [0, 2, 3]], frames=frames)
     model = builder.finalize()
-    motion = ColliderMotion(model, model.particle_radius)
+    motion = ColliderMotion(model, collider_reach(model))
     assert motion.is_large.sum() == 2 and len(motion.grid.items) > model.triangle_count - 4
     settings = SimulationSettings(substep=1 / 24 / 25)
     reference, kernels = ReferenceEngine(model, settings), OpenCLEngine(model, settings)
@@ -46,11 +48,13 @@ def test_kernels_match_reference_with_static_and_moving_triangles():
     for frame in range(4):
         for engine in (reference, kernels):
             engine.set_collider_frame(frame, 1 / 24)
-            engine.step(25)
+        for _ in range(5):
+            for engine in (reference, kernels):
+                engine.step(5)
+            triangle_contacts += sum(1 for _, key in kernels.contact_keys() if key <= -2 - model.plane_count)
         expected, got = reference.body_state(), kernels.body_state()
         np.testing.assert_allclose(got.position, expected.position, atol=2e-4)
         np.testing.assert_allclose(got.velocity, expected.velocity, atol=3e-3)
-        triangle_contacts += sum(1 for _, key in kernels.contact_keys() if key <= -2 - model.plane_count)
     assert triangle_contacts > 10
 
 

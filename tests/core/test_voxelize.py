@@ -91,6 +91,24 @@ def test_cube_of_three_diameters_gives_the_seed_27_particles():
     assert math.isclose(res.volume, 27 * d**3, rel_tol=1e-12)
 
 
+def test_voxels_of_a_box_are_solid_to_their_corners_and_a_sphere_s_surface_ones_are_not():
+    """corner_reach (core.voxel_corners): 1 where the voxel's eight corners are inside the mesh."""
+    v, t = box_mesh((0.6, 0.6, 0.6), centre=(1.0, 2.0, 3.0))
+    assert np.all(vox.voxelize(v, t, 0.2).corner_reach == 1.0)
+    spacing = 0.25
+    v, t = uv_sphere(1.0, 48, 24)
+    res = vox.voxelize(v, t, spacing)
+    corners = np.array([[x, y, z] for x in (-1, 1) for y in (-1, 1) for z in (-1, 1)]) * 0.5 * spacing
+    points = (res.points[:, None, :] + vox.CORNER_TEST_FRACTION * corners[None]).reshape(-1, 3)
+    inside, outside = inside_convex(v, t, points, 1e-6 * spacing)
+    all_inside = inside.reshape(-1, 8).all(axis=1)
+    some_outside = outside.reshape(-1, 8).any(axis=1)
+    assert all_inside.sum() > 0.3 * len(res.points) and some_outside.sum() > 0.3 * len(res.points)
+    assert np.all(res.corner_reach[all_inside] == 1.0) and np.all(res.corner_reach[some_outside] == 0.0)
+    # an open mesh is a shell of spheres
+    assert np.all(vox.voxelize(v, t[:-10], spacing).corner_reach == 0.0)
+
+
 def test_float32_sizes_do_not_add_a_layer():
     d = 0.2
     v, t = box_mesh((0.6, 0.6, 0.6))

@@ -1,0 +1,67 @@
+"""Sharp voxels against colliders: where a particle touches a plane or a triangle's face.
+
+A body is a set of voxels, each represented by a sphere of the particle radius r. Between bodies
+that is the method (seed ch. 5). Against the ground it makes a box a box with rounded edges of
+radius r: a 27-particle cube rests on its particle centres, two thirds of its face, and rolls on
+its rounded corners, so it tumbles and rocks far longer than a real box (docs/ARCHITECTURE.md).
+
+So against planes and triangle faces a particle is the voxel it stands for: a cube of half side
+``reach * r`` rounded by the rest of the radius, ``reach`` (Model.particle_corner_reach) being how
+far the body's solid fills that voxel's corners (1 for a box made of voxels, 0 for a sphere, which
+is the particle itself). Its depth along the direction u towards the collider is the support
+function of that rounded cube,
+
+    s(u) = a * sum_k huber(u_k) + rho,   a = reach r,   rho = r (1 - reach (1 - E / 2)),
+
+with u_k in the voxel lattice's axes and huber(x) = |x| - E/2 beyond |x| = E, x^2 / (2E) within
+(E = CORNER_SOFTNESS), and the contact point is the support point
+
+    arm(u) = a * clamp(u / E, -1, 1) + rho * u.
+
+rho makes a face-on voxel reach exactly r, the sphere's depth (so a box resting flat, a bounce or
+a slide are what they were), while a corner reaches r (sqrt 3 - E) and an edge r (sqrt 2 - E/2).
+The arm is the gradient of s, so the force at the support point is the gradient of a potential
+(no energy gained from the rotation of the contact point), and the smoothing E keeps it
+continuous where a face turns past flat. reach = 0 gives s = r, arm = r u: the plain sphere.
+
+The kernels' voxel_support mirrors ``voxel_support`` here.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# Width, in direction cosines, over which a voxel's contact point moves across a face: a face
+# tilted by more than about 0.05 rad rests on its edge. Small enough to keep the edge sharp
+# (its depth within 2.5 % of the radius of the true edge), large enough that the turning torque
+# changes over a few hundred substeps of rocking, not in one.
+CORNER_SOFTNESS = 0.05
+
+
+def corner_bound(radius: float, reach: float = 1.0) -> float:
+    """Farthest a voxel of ``reach`` can touch from its centre (what collider lookups must cover)."""
+    return radius * (1.0 + reach * (math.sqrt(3.0) - 1.0))
+
+
+def voxel_support(u: np.ndarray, reach: float, lattice_rotation: np.ndarray, radius: float):
+    """(depth, arm): how far the voxel reaches from its centre along the unit world direction ``u``,
+    and the world vector from its centre to the point that touches. ``lattice_rotation``: the voxel
+    lattice's axes in world space (3 x 3)."""
+    u = np.asarray(u, dtype=np.float64)
+    if reach <= 0.0:
+        return radius, radius * u
+    e = CORNER_SOFTNESS
+    d = lattice_rotation.T @ u
+    sigma = np.clip(d / e, -1.0, 1.0)
+    half_side = reach * radius
+    rho = radius * (1.0 - reach * (1.0 - 0.5 * e))
+    depth = half_side * (sigma @ d - 0.5 * e * (sigma @ sigma)) + rho
+    arm = lattice_rotation @ (half_side * sigma) + rho * u
+    return depth, arm
+
+
+def collider_reach(model) -> float:
+    """How far from a particle's centre a collider can touch it, over the whole model."""
+    reach = model.particle_corner_reach
+    return corner_bound(model.particle_radius, float(reach.max()) if len(reach) else 0.0)
