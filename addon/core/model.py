@@ -358,7 +358,8 @@ class ModelBuilder:
         inertia = (masses / n)[:, None, None] * (np.eye(3) * (r2 + own)[:, None, None] - outer)
         return self._append_chunk(
             offsets=offsets, corner_reach=_corner_reach(corner_reach, (count, n)),
-            lattice=_unit_quaternions(lattice_orientations, count), mass=masses.copy(), inertia=inertia, com_local=com, position=com.copy(),
+            lattice=_unit_quaternions(lattice_orientations, count), mass=masses.copy(), inertia=inertia,
+            com_local=com, position=com.copy(),
             orientation=np.tile([1.0, 0.0, 0.0, 0.0], (count, 1)), velocity=velocities.copy(),
             angular_velocity=spins.copy(),
             material=self._material_indices(materials))

@@ -25,7 +25,8 @@ def colliding_scene():
             orientation=rng.normal(size=4), velocity=rng.normal(size=3), angular_velocity=rng.normal(size=3) * 2,
             material=materials[k % 3],
             # voxels against the planes: spheres, whole voxels (some on a turned lattice), half voxels
-            corner_reach=(0.0, 1.0, 1.0, 0.5)[k % 4], lattice_orientation=rng.normal(size=4) if k % 4 == 2 else (1, 0, 0, 0))
+            corner_reach=(0.0, 1.0, 1.0, 0.5)[k % 4],
+            lattice_orientation=rng.normal(size=4) if k % 4 == 2 else (1, 0, 0, 0))
     builder.add_ground_plane(0.0, material=materials[1])
     builder.add_ground_plane(normal=(1, 0, 0.2), point=(-0.8, 0, 0), material=materials[0])  # a tilted wall
     builder.add_static_particles(box_particles((6, 1, 3), 1 / 3) + [1.5, 1.0, 0.5], material=materials[2])
