@@ -108,3 +108,23 @@ def test_cube_falls_off_its_edge_like_a_box_pivoting_on_it(reach):
         assert abs(speed - box) < 0.05 * box, (speed, box)
     else:
         assert speed < 0.92 * box, (speed, box)
+
+
+def test_builder_checks_corner_reach_and_lattice():
+    builder = ModelBuilder(RADIUS)
+    cube = cube_particles(CUBE_SIDE)
+    for bad in (1.5, -0.1, np.nan, np.ones(5)):
+        with pytest.raises(ValueError, match="corner reach"):
+            builder.add_body(cube, mass=1.0, corner_reach=bad)
+    with pytest.raises(ValueError, match="lattice orientation"):
+        builder.add_body(cube, mass=1.0, lattice_orientation=(0, 0, 0, 0))
+    with pytest.raises(ValueError, match="lattice orientations"):
+        builder.add_bodies(np.stack([cube, cube]), masses=1.0, lattice_orientations=np.ones((3, 4)))
+    # per particle, and per body of a batch
+    builder.add_body(cube, mass=1.0, corner_reach=np.linspace(0, 1, len(cube)))
+    builder.add_bodies(np.stack([cube, cube]), masses=1.0, corner_reach=np.array([[0.0] * 27, [1.0] * 27]),
+                       lattice_orientations=[(1, 0, 0, 0), (0, 0, 0, 2)])
+    model = builder.finalize()
+    assert model.particle_corner_reach.shape == (81,)
+    assert np.allclose(model.particle_corner_reach[27:54], 0.0) and np.allclose(model.particle_corner_reach[54:], 1.0)
+    assert np.allclose(model.body_lattice_orientation[2], (0, 0, 0, 1))
