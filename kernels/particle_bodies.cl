@@ -3,8 +3,8 @@
 // The NumPy specification of every kernel is addon/core/reference.py; keep them in step.
 //
 // Host-provided defines: FRICTION_SLOTS, NEIGHBOUR_SLOTS, MATERIAL_COUNT, DAMPING_LIMIT,
-// ROLLING_REGULARIZATION, DUPLICATE_POINT_TOLERANCE, CORNER_SOFTNESS, COLLIDER_REACH (in particle
-// radii), HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE.
+// ROLLING_REGULARIZATION, DUPLICATE_POINT_TOLERANCE, CORNER_SOFTNESS, FACE_LIKE_COSINE,
+// COLLIDER_REACH (in particle radii), HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE.
 // The grid's shape (bits per axis) is a kernel argument so the host can re-fit it to the scene
 // without rebuilding the program.
 // Kernels per substep: particle_buckets, scan_groups, scan_group_totals, scatter_to_buckets,
@@ -625,7 +625,16 @@ inline void particle_contacts(
                 float3 n = delta / dist;
                 float3 arm = cc.radius * n;
                 float depth = cc.radius;
-                if (pass == 0) {  // a face: the voxel; an edge or a vertex: the sphere
+                // a face meets the voxel, an edge or a vertex the sphere; except an edge or vertex
+                // straight along the triangle's normal (a particle right over the edge between two
+                // triangles of a flat floor, which no face claims)
+                bool face_like = pass == 0;
+                if (!face_like) {
+                    float3 normal = cross(vb - va, vc - va);
+                    float normal_length = length(normal);
+                    face_like = normal_length > 0.0f && fabs(dot(n, normal)) >= FACE_LIKE_COSINE * normal_length;
+                }
+                if (face_like) {
                     load_voxel_corners(&corners, i, body_i, particle_corner_reach, body_orientation, body_lattice);
                     depth = voxel_support(n, corners.reach, corners.lattice, cc.radius, &arm);
                 }

@@ -110,17 +110,22 @@ class ColliderMotion:
     frame k. Static meshes are binned once; animated ones each frame over their swept bounds.
     """
 
-    def __init__(self, model, radius: float):
+    def __init__(self, model, reach: float):
+        """``reach``: how far from a particle's centre a triangle's face can touch it (the particle
+        radius, or more for voxels: voxel_corners.collider_reach); edges and vertices touch within the
+        radius. See ``triangle_growth``."""
         self.model = model
-        self.radius = radius
-        self.cell = triangle_cell_size(model.mesh_vertices, model.mesh_triangles, radius)
-        self.is_large = large_triangles(model.mesh_vertices, model.mesh_triangles, self.cell, radius)
+        self.radius = model.particle_radius
+        self.reach = max(reach, self.radius)
+        self.cell = triangle_cell_size(model.mesh_vertices, model.mesh_triangles, self.radius)
+        self.is_large = large_triangles(model.mesh_vertices, model.mesh_triangles, self.cell, self.radius,
+                                        self.reach)
         self.vertices = model.mesh_vertices.copy()
         self.velocities = np.zeros_like(self.vertices)
         self.tau = 0.0
         self.grid = build_triangle_grid(self.vertices, self.vertices, model.mesh_triangles, self.is_large,
-                                        self.cell, radius)
-        self.bounds = triangle_bounds(self.vertices, self.vertices, model.mesh_triangles, radius)
+                                        self.cell, self.radius, self.reach)
+        self.bounds = triangle_bounds(self.vertices, self.vertices, model.mesh_triangles, self.radius, self.reach)
         self.frame = 0
 
     @property
@@ -142,51 +147,75 @@ class ColliderMotion:
         end = self.model.collider_vertices_at(frame + 1)
         self.vertices = start.copy()
         self.velocities = (end - start) / frame_duration
-        self.grid = build_triangle_grid(start, end, self.model.mesh_triangles, self.is_large, self.cell, self.radius)
-        self.bounds = triangle_bounds(start, end, self.model.mesh_triangles, self.radius)
+        self.grid = build_triangle_grid(start, end, self.model.mesh_triangles, self.is_large, self.cell,
+                                        self.radius, self.reach)
+        self.bounds = triangle_bounds(start, end, self.model.mesh_triangles, self.radius, self.reach)
         return True
 
     def vertices_now(self) -> np.ndarray:
         return self.vertices + self.tau * self.velocities
 
 
+def triangle_growth(tri0: np.ndarray, tri1: np.ndarray, radius: float, reach: float | None = None) -> np.ndarray:
+    """(T, 3) how far each triangle's box must grow per axis to hold every particle centre that can
+    touch it, for triangles (T, 3, 3) moving from ``tri0`` to ``tri1``. Edges and vertices touch a
+    particle's sphere (within ``radius``); a face touches its voxel (within ``reach``) only where the
+    centre's closest point is inside the face, i.e. straight along the normal: so the box grows by
+    reach x |normal component| per axis, at least by the radius. A floor's triangles then grow
+    sideways by the radius only (a cubic growth by the reach made twice the substep time on a dense
+    floor mesh)."""
+    reach = radius if reach is None else max(reach, radius)
+    along = np.zeros(tri0.shape[:1] + (3,))
+    for tri in (tri0, tri1):
+        normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+        length = np.linalg.norm(normal, axis=1, keepdims=True)
+        unit = np.divide(np.abs(normal), length, out=np.ones_like(normal), where=length > 0)
+        along = np.maximum(along, unit)
+    return np.maximum(radius, reach * along)
+
+
 def triangle_bounds(start_vertices: np.ndarray, end_vertices: np.ndarray, triangles: np.ndarray,
-                    radius: float) -> np.ndarray:
+                    radius: float, reach: float | None = None) -> np.ndarray:
     """(T, 2, 4) float32 lower and upper corners of each triangle's box, swept from the start to the
-    end vertices and grown by a particle radius (and a little, for rounding): a particle outside it
-    cannot touch the triangle, so the kernel skips the closest-point test. Large triangles are
-    tested by every particle; a ground box's side faces are then rejected with two loads."""
+    end vertices and grown as ``triangle_growth`` says (and a little, for rounding): a particle
+    outside it cannot touch the triangle, so the kernel skips the closest-point test. Large
+    triangles are tested by every particle; a ground box's side faces are then rejected with two
+    loads."""
     bounds = np.zeros((len(triangles), 2, 4), dtype=np.float32)
     if len(triangles):
         tri0, tri1 = start_vertices[triangles], end_vertices[triangles]
-        grow = radius * 1.001 + 1e-6
+        grow = triangle_growth(tri0, tri1, radius, reach) * 1.001 + 1e-6
         bounds[:, 0, :3] = np.minimum(tri0.min(axis=1), tri1.min(axis=1)) - grow
         bounds[:, 1, :3] = np.maximum(tri0.max(axis=1), tri1.max(axis=1)) + grow
     return bounds
 
 
-def large_triangles(vertices: np.ndarray, triangles: np.ndarray, cell: float, radius: float) -> np.ndarray:
+def large_triangles(vertices: np.ndarray, triangles: np.ndarray, cell: float, radius: float,
+                    reach: float | None = None) -> np.ndarray:
     """Boolean (T,) of triangles too large to bin, decided once from their rest shape."""
     if len(triangles) == 0:
         return np.zeros(0, dtype=bool)
     tri = vertices[triangles]
-    lo = np.floor((tri.min(axis=1) - radius) / cell)
-    hi = np.floor((tri.max(axis=1) + radius) / cell)
+    grow = triangle_growth(tri, tri, radius, reach)
+    lo = np.floor((tri.min(axis=1) - grow) / cell)
+    hi = np.floor((tri.max(axis=1) + grow) / cell)
     cells = np.prod(hi - lo + 1, axis=1)
     return cells > LARGE_TRIANGLE_CELLS
 
 
 def build_triangle_grid(start_vertices: np.ndarray, end_vertices: np.ndarray, triangles: np.ndarray,
-                        is_large: np.ndarray, cell: float, radius: float) -> TriangleGrid:
-    """Bin triangles over their bounds swept from ``start_vertices`` to ``end_vertices``, grown by radius."""
+                        is_large: np.ndarray, cell: float, radius: float, reach: float | None = None) -> TriangleGrid:
+    """Bin triangles over their bounds swept from ``start_vertices`` to ``end_vertices``, grown as
+    ``triangle_growth`` says."""
     small = np.flatnonzero(~is_large)
     large = np.flatnonzero(is_large).astype(np.int32)
     if len(small) == 0:
         return TriangleGrid(cell, large, np.zeros(64 + 1, dtype=np.uint32), np.zeros(0, dtype=np.int32))
     tri0 = start_vertices[triangles[small]]
     tri1 = end_vertices[triangles[small]]
-    lo = np.floor((np.minimum(tri0.min(axis=1), tri1.min(axis=1)) - radius) / cell).astype(np.int64)
-    hi = np.floor((np.maximum(tri0.max(axis=1), tri1.max(axis=1)) + radius) / cell).astype(np.int64)
+    grow = triangle_growth(tri0, tri1, radius, reach)
+    lo = np.floor((np.minimum(tri0.min(axis=1), tri1.min(axis=1)) - grow) / cell).astype(np.int64)
+    hi = np.floor((np.maximum(tri0.max(axis=1), tri1.max(axis=1)) + grow) / cell).astype(np.int64)
     span = hi - lo + 1
     counts = np.prod(span, axis=1)
     total = int(counts.sum())

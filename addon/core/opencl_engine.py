@@ -27,7 +27,7 @@ from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings,
                        derive_contact_parameters)
 from .state import BodyState, StateMixin
-from .voxel_corners import CORNER_SOFTNESS, collider_reach
+from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, collider_reach
 
 KERNEL_FILE = Path(__file__).resolve().parents[2] / "kernels" / "particle_bodies.cl"
 MIN_BITS_PER_AXIS = 2  # >= 4 cells per axis, so a cell's 27 neighbours never share a bucket
@@ -132,7 +132,7 @@ class OpenCLEngine(StateMixin):
                    f"-DMATERIAL_COUNT={material_count}", f"-DDAMPING_LIMIT={DAMPING_LIMIT!r}f",
                    f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f",
                    f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f",
-                   f"-DCORNER_SOFTNESS={CORNER_SOFTNESS!r}f",
+                   f"-DCORNER_SOFTNESS={CORNER_SOFTNESS!r}f", f"-DFACE_LIKE_COSINE={FACE_LIKE_COSINE!r}f",
                    f"-DCOLLIDER_REACH={collider_reach(model) / model.particle_radius!r}f",
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",

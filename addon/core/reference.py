@@ -20,7 +20,7 @@ from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings,
                        derive_contact_parameters)
 from .state import BodyState, StateMixin
-from .voxel_corners import collider_reach, voxel_support
+from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
 
 EMPTY_SLOT = -1
 
@@ -288,7 +288,11 @@ class ReferenceEngine(StateMixin):
                 if dist <= 1e-9 * r:
                     continue
                 n = delta / dist
-                depth, arm = voxel_support(n, reach, lattice, r) if pass_ == 0 else (r, r * n)
+                # a face meets the voxel, an edge or a vertex the sphere, except straight along the
+                # normal (right over the edge between two triangles of a flat floor)
+                normal = np.cross(vertices[tri[1]] - vertices[tri[0]], vertices[tri[2]] - vertices[tri[0]])
+                face_like = pass_ == 0 or abs(n @ normal) >= FACE_LIKE_COSINE * np.linalg.norm(normal) > 0
+                depth, arm = voxel_support(n, reach, lattice, r) if face_like else (r, r * n)
                 if dist >= depth:
                     continue
                 if pass_ == 1:

@@ -37,6 +37,10 @@ import numpy as np
 # (its depth within 2.5 % of the radius of the true edge), large enough that the turning torque
 # changes over a few hundred substeps of rocking, not in one.
 CORNER_SOFTNESS = 0.05
+# An edge or vertex contact of a triangle counts as its face's (the voxel) when the direction to it
+# is this close to the triangle's normal: a particle right over the edge between two triangles of a
+# flat floor, which neither face claims (closest_point_on_triangle puts the edge in neither).
+FACE_LIKE_COSINE = 0.9999
 
 
 def corner_bound(radius: float, reach: float = 1.0) -> float:

@@ -8,7 +8,9 @@ import pytest
 from addon.core import Material, ModelBuilder
 from addon.core.model import quaternion_to_matrix
 from addon.core.shapes import cube_particles
+from addon.core.colliders import triangle_growth
 from addon.core.voxel_corners import CORNER_SOFTNESS, voxel_support
+from tests.core.test_triangles import grid_mesh
 from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, axis_angle_quaternion, engine_for, run_for
 
 G = 9.81
@@ -63,15 +65,20 @@ def touching_height(tilt, reach):
     return max(voxel_support((0.0, 0.0, -1.0), reach, rotation, RADIUS)[0] - (rotation @ p)[2] for p in offsets)
 
 
-@pytest.mark.parametrize("reach", [1.0, 0.0])
-def test_cube_stands_on_its_edge_at_a_box_s_height(reach):
-    """Balanced on an edge (unstable, held by symmetry) a box's centre is side / sqrt 2 up. The
-    particles' rounded edge puts it 10 % lower: side / 3 sqrt 2 + radius."""
+@pytest.mark.parametrize("reach,floor", [(1.0, "plane"), (1.0, "mesh"), (0.0, "plane")])
+def test_cube_stands_on_its_edge_at_a_box_s_height(reach, floor):
+    """Balanced on an edge (unstable, held by symmetry) a box's centre is side / sqrt 2 up, on a
+    plane as on a triangulated floor (whose triangles must then be found sqrt 2 radii away from the
+    edge voxels' centres, see colliders.triangle_growth). The particles' rounded edge puts it 10 %
+    lower: side / 3 sqrt 2 + radius."""
     builder = ModelBuilder(RADIUS)
     material = Material(friction=0.8, restitution=0.0)
     add_cube(builder, (0.0, 0.0, touching_height(math.pi / 4, reach)), material=material,
              orientation=axis_angle_quaternion((0, 1, 0), math.pi / 4), corner_reach=reach)
-    builder.add_ground_plane(0.0, material=material)
+    if floor == "plane":
+        builder.add_ground_plane(0.0, material=material)
+    else:
+        builder.add_static_mesh(*grid_mesh(4.0, 12), material=material)
     state = run_for(engine_for(builder), 1.0)
     height = state.position[0, 2]
     box = CUBE_SIDE / math.sqrt(2)
@@ -80,6 +87,7 @@ def test_cube_stands_on_its_edge_at_a_box_s_height(reach):
     else:
         assert abs(height - (CUBE_SIDE * math.sqrt(2) / 3 + RADIUS)) < 0.005
     assert np.linalg.norm(state.velocity) < 1e-3
+    assert abs(state.position[0, 0]) < 1e-3  # held by symmetry, not toppling
 
 
 @pytest.mark.parametrize("reach", [1.0, 0.0])
@@ -128,3 +136,20 @@ def test_builder_checks_corner_reach_and_lattice():
     assert model.particle_corner_reach.shape == (81,)
     assert np.allclose(model.particle_corner_reach[27:54], 0.0) and np.allclose(model.particle_corner_reach[54:], 1.0)
     assert np.allclose(model.body_lattice_orientation[2], (0, 0, 0, 1))
+
+
+def test_triangle_boxes_grow_by_the_reach_only_along_the_normal():
+    """A face touches a voxel only straight along its normal (the centre's closest point is inside
+    the face), edges and vertices touch the sphere: a floor triangle's box grows sideways by the
+    radius, up and down by the reach; a tilted one in between; a degenerate one by the reach."""
+    floor = np.array([[[0.0, 0, 0], [1, 0, 0], [0, 1, 0]]])
+    wall = np.array([[[0.0, 0, 0], [0, 1, 0], [0, 0, 1]]])
+    tilted = np.array([[[0.0, 0, 0], [1, 0, 1], [0, 1, 0]]])
+    needle = np.array([[[0.0, 0, 0], [1, 0, 0], [2, 0, 0]]])
+    r, reach = 0.1, 0.17
+    assert np.allclose(triangle_growth(floor, floor, r, reach), [[r, r, reach]])
+    assert np.allclose(triangle_growth(wall, wall, r, reach), [[reach, r, r]])
+    assert np.allclose(triangle_growth(tilted, tilted, r, reach), [[reach / math.sqrt(2), r, reach / math.sqrt(2)]])
+    assert np.allclose(triangle_growth(needle, needle, r, reach), [[reach, reach, reach]])
+    # a moving triangle: the larger of its two normals' components
+    assert np.allclose(triangle_growth(floor, wall, r, reach), [[reach, r, reach]])
