@@ -79,7 +79,7 @@ class Model:
     # How far each particle's voxel reaches into the corners of its cube (0: a sphere of the particle
     # radius; 1: the whole voxel, a cube of side one diameter, a little rounded). Used against planes
     # and triangle faces, so that a box made of voxels meets the ground with its sharp edges and
-    # corners instead of the particles' round ones (see support_point). 0 for static particles.
+    # corners instead of the particles' round ones (voxel_corners.voxel_support). 0 for static particles.
     particle_corner_reach: np.ndarray  # (P,) float64 in [0, 1]
     # Rotation from each body's frame to the axes of its particles' voxel lattice (w, x, y, z):
     # identity when the particles were given in the lattice's own frame.

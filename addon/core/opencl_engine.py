@@ -128,12 +128,14 @@ class OpenCLEngine(StateMixin):
         self.neighbour_slots = int(neighbour_slots)
         material_count = len(model.materials)
         self.body_lanes = choose_body_lanes(model.body_particle_count, self.device_info.is_gpu)
+        # how far colliders reach from a particle's centre: a define, and the triangle lookups' growth
+        self.collider_reach = collider_reach(model)
         options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DNEIGHBOUR_SLOTS={self.neighbour_slots}",
                    f"-DMATERIAL_COUNT={material_count}", f"-DDAMPING_LIMIT={DAMPING_LIMIT!r}f",
                    f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f",
                    f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f",
                    f"-DCORNER_SOFTNESS={CORNER_SOFTNESS!r}f", f"-DFACE_LIKE_COSINE={FACE_LIKE_COSINE!r}f",
-                   f"-DCOLLIDER_REACH={collider_reach(model) / model.particle_radius!r}f",
+                   f"-DCOLLIDER_REACH={self.collider_reach / model.particle_radius!r}f",
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
                    "-cl-denorms-are-zero"]
@@ -239,7 +241,7 @@ class OpenCLEngine(StateMixin):
         self.b_pair_rolling = self._buffer(pr.rolling_friction.astype(np.float32).ravel())
 
         # triangle colliders
-        self.colliders = ColliderMotion(m, collider_reach(m))
+        self.colliders = ColliderMotion(m, self.collider_reach)
         tri = np.zeros((m.triangle_count, 4), dtype=np.int32)
         tri[:, :3] = m.mesh_triangles
         tri[:, 3] = m.triangle_material

@@ -290,8 +290,10 @@ class ReferenceEngine(StateMixin):
                 n = delta / dist
                 # a face meets the voxel, an edge or a vertex the sphere, except straight along the
                 # normal (right over the edge between two triangles of a flat floor)
-                normal = np.cross(vertices[tri[1]] - vertices[tri[0]], vertices[tri[2]] - vertices[tri[0]])
-                face_like = pass_ == 0 or abs(n @ normal) >= FACE_LIKE_COSINE * np.linalg.norm(normal) > 0
+                face_like = pass_ == 0
+                if not face_like:
+                    normal = np.cross(vertices[tri[1]] - vertices[tri[0]], vertices[tri[2]] - vertices[tri[0]])
+                    face_like = abs(n @ normal) >= FACE_LIKE_COSINE * np.linalg.norm(normal) > 0
                 depth, arm = voxel_support(n, reach, lattice, r) if face_like else (r, r * n)
                 if dist >= depth:
                     continue

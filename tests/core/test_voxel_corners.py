@@ -39,11 +39,11 @@ def test_support_point_is_the_gradient_of_the_depth():
     """The force acts at the support point, so it is the gradient of a potential: turning the voxel
     changes the depth by arm . (axis x u) per radian, everywhere (soft zone included)."""
     rng = np.random.default_rng(3)
-    for _ in range(200):
+    for case in range(200):
         reach = rng.choice([1.0, 0.6])
         rotation = quaternion_to_matrix(axis_angle_quaternion(rng.normal(size=3), rng.uniform(0, np.pi)))
         u = rng.normal(size=3)
-        if _ % 4 == 0:  # close to a face: inside the soft zone
+        if case % 4 == 0:  # close to a face: inside the soft zone
             u = rotation @ np.array([rng.uniform(-0.03, 0.03), rng.uniform(-0.03, 0.03), 1.0])
         u /= np.linalg.norm(u)
         axis = rng.normal(size=3)
