@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-bpy-$(BPY_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: scenes venv demo test test-core test-blender test-blender-versions bench bench-keys bench-convert extension gui-test clean
+.PHONY: scenes venv bench-venv demo test test-core test-blender test-blender-versions bench bench-keys bench-convert bench-vs-blender extension gui-test clean
 
 venv: $(STAMP)
 
@@ -16,6 +16,14 @@ $(STAMP): requirements-dev.txt
 	$(VPY) -m pip install -q --upgrade pip
 	$(VPY) -m pip install -q -r requirements-dev.txt "bpy==$(BPY_VERSION)"
 	rm -f $(VENV)/.installed-bpy-*
+	touch $@
+
+## The benchmarks' chart library (matplotlib) on top of the test environment.
+BENCH_STAMP := $(VENV)/.installed-bench
+bench-venv: $(BENCH_STAMP)
+
+$(BENCH_STAMP): requirements-bench.txt $(STAMP)
+	$(VPY) -m pip install -q -r requirements-bench.txt
 	touch $@
 
 ## The main job: headless simulate-and-bake of a sample scene, plus a preview image.
@@ -52,6 +60,12 @@ bench-keys: venv
 
 bench-convert: venv
 	$(VPY) bench/convert_bench.py
+
+## Ours against Blender's rigid bodies (Bullet) on this machine: JSON and chart. BENCH_ARGS, e.g.
+## "--sizes 100 1000 --frames 60" (bench/vs_blender_README.md lists the options).
+BENCH_ARGS ?=
+bench-vs-blender: bench-venv
+	PYTHONPATH=. $(VPY) bench/vs_blender.py $(BENCH_ARGS)
 
 ## The installable extension zip(s) with the wheels they need, in dist/.
 extension: venv

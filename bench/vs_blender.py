@@ -424,7 +424,8 @@ def plot(report: dict, path: Path) -> None:
         ax.set_xticks(x, [f"{n} cubes" for n in sizes])
         ax.set_yscale("log")
         lows = [r[e + "_summary"][key]["min"] for r in report["results"] for e in ("blender", "ours")]
-        ax.set_ylim(bottom=min(lows) / 3)
+        highs = [r[e + "_summary"][key]["max"] for r in report["results"] for e in ("blender", "ours")]
+        ax.set_ylim(bottom=min(lows) / 3, top=max(highs) * 4)  # room for the legend above the bars
         ax.set_title(label)
     axes[0].legend(fontsize=8, loc="upper left")
     ax = axes[2]
@@ -473,7 +474,18 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(ROOT / "bench" / "results" / "vs_blender.json"))
     p.add_argument("--png", default=str(ROOT / "docs" / "images" / "vs_blender.png"))
     p.add_argument("--note", default="", help="free text stored in the JSON")
+    p.add_argument("--plot-only", metavar="JSON", help="draw the chart (--png) of an earlier run's JSON and stop")
     args = p.parse_args(argv)
+
+    if args.plot_only:
+        plot(json.loads(Path(args.plot_only).read_text()), Path(args.png))
+        print(f"wrote {args.png}")
+        return 0
+    if args.png and not args.skip_blender:
+        try:  # before the long runs, not after them
+            import matplotlib  # noqa: F401
+        except ImportError:
+            p.error("the chart needs matplotlib: make bench-venv (requirements-bench.txt), or pass --png ''")
 
     import addon.blender as addon_blender
 
