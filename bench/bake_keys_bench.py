@@ -65,8 +65,7 @@ def main() -> int:
 
     convert_times, write_times = [], []
     for _ in range(args.repeat):
-        for obj in objects:  # start each run from scratch (clear the previous bake)
-            bake.clear_bake(obj)
+        bake.clear_bakes(objects)  # start each run from scratch (clear the previous bake)
         t0 = time.perf_counter()
         world = bake.world_matrices(positions, orient, com, start)
         channels = bake.local_channels(objects, world)

@@ -369,20 +369,57 @@ def write_action(obj, frames: np.ndarray, channels: Channels, templates: _KeyTem
         action.name = bake_action_name(obj)
         action[BAKE_MARK] = obj.name
         slot, fcurves = _fcurves_of_copy(action)
-        values = {("location", i): channels.location[:, i] for i in range(3)}
-        values.update({(channels.rotation_path, i): channels.rotation[:, i]
-                       for i in range(channels.rotation.shape[1])})
-        co = np.empty((len(frames), 2), dtype=np.float32)
-        co[:, 0] = frames
-        flat = co.ravel()
-        for fc, key in zip(fcurves, template.order):
-            co[:, 1] = values[key]
-            fc.keyframe_points.foreach_set("co", flat)
-            fc.update()
+        _write_values(list(zip(fcurves, template.order)), frames, channels)
     except BaseException:
         bpy.data.actions.remove(action)
         raise
     return action, slot
+
+
+def _channel_values(channels: Channels) -> dict:
+    values = {("location", i): channels.location[:, i] for i in range(3)}
+    values.update({(channels.rotation_path, i): channels.rotation[:, i] for i in range(channels.rotation.shape[1])})
+    return values
+
+
+def _write_values(curves, frames: np.ndarray, channels: Channels) -> None:
+    """Key values into F-curves that already have a key at each of ``frames``: [(fcurve, (path, index))]."""
+    values = _channel_values(channels)
+    co = np.empty((len(frames), 2), dtype=np.float32)
+    co[:, 0] = frames
+    flat = co.ravel()
+    for fc, key in curves:
+        co[:, 1] = values[key]
+        fc.keyframe_points.foreach_set("co", flat)
+        fc.update()
+
+
+def _reusable_curves(action, frames: np.ndarray, channels: Channels):
+    """The F-curves of an earlier bake action as [(fcurve, (path, index))] if a re-bake can write its
+    values into them in place: exactly the bake's channels, each keyed LINEAR on exactly these frames
+    (untouched by hand), used by this object alone. Otherwise None."""
+    if action.get(BAKE_MARK) is None or action.users != 1:
+        return None
+    if layered_actions():
+        if len(action.slots) != 1 or len(action.layers) != 1 or len(action.layers[0].strips) != 1:
+            return None
+    curves = action_fcurves(action)
+    keys = [(fc.data_path, fc.array_index) for fc in curves]
+    if sorted(keys) != sorted(_channel_values(channels)):
+        return None
+    count = len(frames)
+    linear = _linear_value()
+    co = np.empty(2 * count, dtype=np.float32)
+    interpolation = np.empty(count, dtype=np.uint8)
+    for fc in curves:
+        points = fc.keyframe_points
+        if len(points) != count:
+            return None
+        points.foreach_get("co", co)
+        points.foreach_get("interpolation", interpolation)
+        if not np.array_equal(co[0::2], frames.astype(np.float32)) or np.any(interpolation != linear):
+            return None
+    return list(zip(curves, keys))
 
 
 def _rest_values(obj) -> list[float]:
@@ -446,6 +483,22 @@ class _ObjectSnapshot:
         _apply_rest_values(obj, self.rest)
 
 
+def _saved_values(curves) -> list:
+    """[(fcurve, its keys' co as float32)] before a rewrite in place."""
+    saved = []
+    for fc, _key in curves:
+        co = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
+        fc.keyframe_points.foreach_get("co", co)
+        saved.append((fc, co))
+    return saved
+
+
+def _restore_values(saved) -> None:
+    for fc, co in saved:
+        fc.keyframe_points.foreach_set("co", co)
+        fc.update()
+
+
 def _creation_order(channels_list: list[Channels]) -> list[int]:
     """Indices of ``channels_list`` by ascending object name: the order to create bake actions in.
 
@@ -463,12 +516,15 @@ def _creation_order(channels_list: list[Channels]) -> list[int]:
 def write_bake(frames, channels_list: list[Channels]) -> list:
     """Write the bake of every object at once: all of it, or (on any error) none of it.
 
-    Objects keep their previous (non-bake) action in a custom property; an earlier bake action of
-    the object is replaced (removed once the new keys are in place). Returns the new actions.
+    Objects keep their previous (non-bake) action in a custom property. An earlier bake action of
+    the object gets the new values in place when it still has the bake's keys on the same frames,
+    and is replaced otherwise (removed once the new keys are in place). Returns the bake actions.
     """
     frames = np.asarray(frames, dtype=np.float64)
     snapshots = []
-    created = [None] * len(channels_list)
+    created = [None] * len(channels_list)  # (new action, slot identifier)
+    kept = [None] * len(channels_list)  # earlier bake actions rewritten in place
+    rewritten = []  # their keys' earlier values, for the rollback
     replaced = []
     templates = _KeyTemplates()
     try:
@@ -478,61 +534,95 @@ def write_bake(frames, channels_list: list[Channels]) -> list:
             snapshots.append(_ObjectSnapshot(obj))
             ad = obj.animation_data
             current = ad.action if ad else None
-            if is_bake_action(current):
-                replaced.append(current)
-            elif REST not in obj:  # first bake: remember what the user had
+            if not is_bake_action(current) and REST not in obj:  # first bake: remember what the user had
                 if current is not None:
                     obj[PREV_ACTION] = current
                     if layered_actions() and ad.action_slot is not None:
                         obj[PREV_SLOT] = ad.action_slot.identifier
                 obj[HAD_ANIM] = ad is not None
                 obj[REST] = _rest_values(obj)
+            curves = _reusable_curves(current, frames, ch) if is_bake_action(current) else None
+            if curves is not None:
+                # a re-bake over the same frames writes into the earlier bake's keys: creating a
+                # new action and removing the old one cost Blender a pass over all data-blocks
+                # each (10,000 objects: ~25 s against ~5 s)
+                rewritten.append(_saved_values(curves))
+                _write_values(curves, frames, ch)
+                current[BAKE_MARK] = obj.name
+                kept[i] = current
+                continue
+            if is_bake_action(current):
+                replaced.append(current)
             action, slot = write_action(obj, frames, ch, templates)
-            created[i] = action
-            _assign(obj, action, slot.identifier if slot is not None else None)
+            created[i] = (action, slot.identifier if slot is not None else None)
+        # assigned only once all actions exist: an assignment makes Blender's next copy or rename
+        # of a layered action cost a pass over the data-blocks (10,000 objects: ~25 % of the write)
+        for i in _creation_order(channels_list):
+            if created[i] is not None:
+                _assign(channels_list[i].obj, *created[i])
     except BaseException:
+        for saved in rewritten:
+            _restore_values(saved)
         for snap in reversed(snapshots):
             snap.restore()
-        for action in created:
-            if action is not None:
-                bpy.data.actions.remove(action)
+        bpy.data.batch_remove([made[0] for made in created if made is not None])
         raise
     finally:
         templates.remove()
-    for action in replaced:
-        if action.users == 0:
-            bpy.data.actions.remove(action)
+    created = [kept[i] if made is None else made[0] for i, made in enumerate(created)]
+    # one batch: removing IDs one by one costs Blender a pass over all data-blocks each
+    unused = {action.name: action for action in replaced if action.users == 0}  # once each
+    bpy.data.batch_remove(list(unused.values()))
+    taken = None
     for ch, action in zip(channels_list, created):  # take the plain name back from the replaced bake
         name = bake_action_name(ch.obj)
-        if action.name != name and name not in bpy.data.actions:
-            action.name = name
+        if action.name != name:
+            if taken is None:  # a set: `name in bpy.data.actions` searches the whole list
+                taken = {a.name for a in bpy.data.actions}
+            if name not in taken:
+                taken.discard(action.name)
+                action.name = name
+                taken.add(name)
     return created
 
 
 def clear_bake(obj) -> bool:
     """Remove the object's bake and give it back its previous action and transform. True if it had one."""
-    ad = obj.animation_data
-    current = ad.action if ad else None
-    if not is_bake_action(current) and REST not in obj:
-        return False
-    previous = obj.get(PREV_ACTION)
-    slot = obj.get(PREV_SLOT)
-    had_ad = bool(obj.get(HAD_ANIM, True))
-    rest = _plain(obj.get(REST))  # copy: deleting the property below frees its array
-    if ad is not None and is_bake_action(current):
-        ad.action = None
-    if previous is not None:
-        _assign(obj, previous, slot)
-    elif not had_ad and ad is not None and not ad.drivers and not ad.nla_tracks:
-        obj.animation_data_clear()
-    for key in BOOKKEEPING:
-        if key in obj:
-            del obj[key]
-    if rest is not None:
-        _apply_rest_values(obj, list(rest))
-    if is_bake_action(current) and current.users == 0:
-        bpy.data.actions.remove(current)
-    return True
+    return clear_bakes([obj]) == 1
+
+
+def clear_bakes(objects) -> int:
+    """Clear Bake of many objects (see ``clear_bake``); returns how many had a bake.
+
+    The bake actions left without users are removed in one batch at the end: removing IDs one by
+    one costs Blender a pass over all data-blocks each (10,000 objects: minutes instead of
+    seconds)."""
+    cleared = 0
+    unused = {}
+    for obj in objects:
+        ad = obj.animation_data
+        current = ad.action if ad else None
+        if not is_bake_action(current) and REST not in obj:
+            continue
+        cleared += 1
+        previous = obj.get(PREV_ACTION)
+        slot = obj.get(PREV_SLOT)
+        had_ad = bool(obj.get(HAD_ANIM, True))
+        rest = _plain(obj.get(REST))  # copy: deleting the property below frees its array
+        if ad is not None and is_bake_action(current):
+            ad.action = None
+            unused[current.name] = current
+        if previous is not None:
+            _assign(obj, previous, slot)
+        elif not had_ad and ad is not None and not ad.drivers and not ad.nla_tracks:
+            obj.animation_data_clear()
+        for key in BOOKKEEPING:
+            if key in obj:
+                del obj[key]
+        if rest is not None:
+            _apply_rest_values(obj, list(rest))
+    bpy.data.batch_remove([action for action in unused.values() if action.users == 0])
+    return cleared
 
 
 def action_fcurves(action) -> list:

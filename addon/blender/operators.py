@@ -181,7 +181,7 @@ class PRB_OT_clear_bake(bpy.types.Operator):
         if not objects:
             self.report({"INFO"}, "No baked objects")
             return {"CANCELLED"}
-        cleared = sum(1 for o in objects if bake.clear_bake(o))
+        cleared = bake.clear_bakes(objects)
         self.report({"INFO"}, f"Cleared the bake of {cleared} object{'s' if cleared != 1 else ''}")
         return {"FINISHED"}
 

@@ -142,11 +142,22 @@ def test_user_action_survives_bake_rebake_and_clear(registered):
     assert scene_snapshot()["actions"]["UserAction"] == user  # kept, unmodified
     first_bake = obj.animation_data.action.as_pointer()
 
-    run_job()  # re-bake: replaces only our previous bake
-    assert obj.animation_data.action.name == "PRB_Bake_Animated"
-    assert first_bake not in [a.as_pointer() for a in bpy.data.actions]  # the first bake was removed
+    obj.prb.initial_velocity = (2.0, 0.0, 0.0)  # something to re-bake: the first bake's keys change
+    run_job()  # re-bake over the same frames: the values go into our previous bake's keys
+    assert obj.animation_data.action.as_pointer() == first_bake
     assert sorted(a.name for a in bpy.data.actions) == ["PRB_Bake_Animated", "PRB_Bake_Plain", "UserAction"]
     assert scene_snapshot()["actions"]["UserAction"] == user
+    bpy.context.scene.frame_set(FRAMES[1])
+    assert obj.matrix_world.translation.x > 0.5  # the new values (it used to fall straight down)
+
+    bpy.context.scene.frame_end = FRAMES[1] + 3  # other frames: a new bake action replaces ours
+    run_job()
+    assert obj.animation_data.action.name == "PRB_Bake_Animated"
+    assert first_bake not in [a.as_pointer() for a in bpy.data.actions]  # the earlier bake was removed
+    assert sorted(a.name for a in bpy.data.actions) == ["PRB_Bake_Animated", "PRB_Bake_Plain", "UserAction"]
+    assert len(bake.action_fcurves(obj.animation_data.action)[0].keyframe_points) == FRAMES[1] + 3
+    assert scene_snapshot()["actions"]["UserAction"] == user
+    bpy.context.scene.frame_end = FRAMES[1]
 
     assert bpy.ops.prb.clear_bake() == {"FINISHED"}
     bpy.context.scene.frame_set(1)
@@ -224,21 +235,30 @@ def test_engine_error_leaves_scene_as_before(registered, monkeypatch):
     assert scene_snapshot() == before
 
 
-def test_error_while_writing_keys_writes_nothing(registered, monkeypatch):
+@pytest.mark.parametrize("rebake", ["in place", "new actions"])
+def test_error_while_writing_keys_writes_nothing(registered, monkeypatch, rebake):
+    """A re-bake over the same frames writes into the earlier bake's keys, one over other frames
+    makes new actions: a failure halfway through either leaves the earlier bake exactly as it was."""
     build_scene()
     run_job()  # earlier bake: must survive the failed re-bake intact
+    if rebake == "new actions":
+        bpy.context.scene.frame_end = FRAMES[1] + 2
+    for obj in bpy.data.objects:  # thrown upwards: the re-bake would change every key
+        if obj.type == "MESH" and obj.prb.role != "STATIC":
+            obj.prb.initial_velocity = (0.0, 0.0, 3.0)
     bpy.context.scene.frame_set(1)
     before = scene_snapshot()
-    real = bake.write_action
+    name = "_write_values" if rebake == "in place" else "write_action"
+    real = getattr(bake, name)
     calls = []
 
-    def failing(obj, frames, channels, templates=None):
-        calls.append(obj.name)
+    def failing(*args, **kwargs):
+        calls.append(args)
         if len(calls) == 3:
             raise RuntimeError("forced key writing failure")
-        return real(obj, frames, channels, templates)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(bake, "write_action", failing)
+    monkeypatch.setattr(bake, name, failing)
     with pytest.raises(RuntimeError, match="forced key writing failure"):
         bpy.ops.prb.simulate_bake()
     assert len(calls) == 3
