@@ -395,31 +395,35 @@ def _write_values(curves, frames: np.ndarray, channels: Channels) -> None:
 
 
 def _reusable_curves(action, frames: np.ndarray, channels: Channels):
-    """The F-curves of an earlier bake action as [(fcurve, (path, index))] if a re-bake can write its
-    values into them in place: exactly the bake's channels, each keyed LINEAR on exactly these frames
-    (untouched by hand), used by this object alone. Otherwise None."""
-    if action.get(BAKE_MARK) is None or action.users != 1:
-        return None
+    """For an earlier bake action (``is_bake_action``): its F-curves as [(fcurve, (path, index))]
+    if a re-bake can write its values into them in place (exactly the bake's channels, each keyed
+    LINEAR on exactly these frames, untouched by hand, used by this object alone), with their keys'
+    ``co`` as read (float32, for the rollback) in the same order. Otherwise (None, None)."""
+    if action.users != 1:
+        return None, None
     if layered_actions():
         if len(action.slots) != 1 or len(action.layers) != 1 or len(action.layers[0].strips) != 1:
-            return None
+            return None, None
     curves = action_fcurves(action)
     keys = [(fc.data_path, fc.array_index) for fc in curves]
     if sorted(keys) != sorted(_channel_values(channels)):
-        return None
+        return None, None
     count = len(frames)
     linear = _linear_value()
-    co = np.empty(2 * count, dtype=np.float32)
+    key_frames = frames.astype(np.float32)
     interpolation = np.empty(count, dtype=np.uint8)
+    saved = []
     for fc in curves:
         points = fc.keyframe_points
         if len(points) != count:
-            return None
+            return None, None
+        co = np.empty(2 * count, dtype=np.float32)
         points.foreach_get("co", co)
         points.foreach_get("interpolation", interpolation)
-        if not np.array_equal(co[0::2], frames.astype(np.float32)) or np.any(interpolation != linear):
-            return None
-    return list(zip(curves, keys))
+        if not np.array_equal(co[0::2], key_frames) or np.any(interpolation != linear):
+            return None, None
+        saved.append(co)
+    return list(zip(curves, keys)), saved
 
 
 def _rest_values(obj) -> list[float]:
@@ -483,18 +487,9 @@ class _ObjectSnapshot:
         _apply_rest_values(obj, self.rest)
 
 
-def _saved_values(curves) -> list:
-    """[(fcurve, its keys' co as float32)] before a rewrite in place."""
-    saved = []
-    for fc, _key in curves:
-        co = np.empty(2 * len(fc.keyframe_points), dtype=np.float32)
-        fc.keyframe_points.foreach_get("co", co)
-        saved.append((fc, co))
-    return saved
-
-
-def _restore_values(saved) -> None:
-    for fc, co in saved:
+def _restore_values(curves, saved) -> None:
+    """Put back the keys' ``co`` that _reusable_curves read before a rewrite in place."""
+    for (fc, _key), co in zip(curves, saved):
         fc.keyframe_points.foreach_set("co", co)
         fc.update()
 
@@ -524,45 +519,47 @@ def write_bake(frames, channels_list: list[Channels]) -> list:
     snapshots = []
     created = [None] * len(channels_list)  # (new action, slot identifier)
     kept = [None] * len(channels_list)  # earlier bake actions rewritten in place
-    rewritten = []  # their keys' earlier values, for the rollback
+    rewritten = []  # (their curves, their keys' earlier co), for the rollback
     replaced = []
     templates = _KeyTemplates()
+    order = _creation_order(channels_list)
     try:
-        for i in _creation_order(channels_list):
+        for i in order:
             ch = channels_list[i]
             obj = ch.obj
             snapshots.append(_ObjectSnapshot(obj))
             ad = obj.animation_data
             current = ad.action if ad else None
-            if not is_bake_action(current) and REST not in obj:  # first bake: remember what the user had
+            baked = is_bake_action(current)
+            if not baked and REST not in obj:  # first bake: remember what the user had
                 if current is not None:
                     obj[PREV_ACTION] = current
                     if layered_actions() and ad.action_slot is not None:
                         obj[PREV_SLOT] = ad.action_slot.identifier
                 obj[HAD_ANIM] = ad is not None
                 obj[REST] = _rest_values(obj)
-            curves = _reusable_curves(current, frames, ch) if is_bake_action(current) else None
+            curves, saved = _reusable_curves(current, frames, ch) if baked else (None, None)
             if curves is not None:
                 # a re-bake over the same frames writes into the earlier bake's keys: creating a
                 # new action and removing the old one cost Blender a pass over all data-blocks
                 # each (10,000 objects: ~25 s against ~5 s)
-                rewritten.append(_saved_values(curves))
+                rewritten.append((curves, saved))
                 _write_values(curves, frames, ch)
                 current[BAKE_MARK] = obj.name
                 kept[i] = current
                 continue
-            if is_bake_action(current):
+            if baked:
                 replaced.append(current)
             action, slot = write_action(obj, frames, ch, templates)
             created[i] = (action, slot.identifier if slot is not None else None)
         # assigned only once all actions exist: an assignment makes Blender's next copy or rename
         # of a layered action cost a pass over the data-blocks (10,000 objects: ~25 % of the write)
-        for i in _creation_order(channels_list):
+        for i in order:
             if created[i] is not None:
                 _assign(channels_list[i].obj, *created[i])
     except BaseException:
-        for saved in rewritten:
-            _restore_values(saved)
+        for curves, saved in rewritten:
+            _restore_values(curves, saved)
         for snap in reversed(snapshots):
             snap.restore()
         bpy.data.batch_remove([made[0] for made in created if made is not None])
