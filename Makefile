@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-bpy-$(BPY_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: scenes venv bench-venv demo test test-core test-blender test-blender-versions bench bench-keys bench-convert bench-vs-blender extension gui-test clean
+.PHONY: scenes venv bench-venv demo test test-core test-blender test-blender-versions compare-baseline bench bench-keys bench-convert bench-vs-blender extension gui-test clean
 
 venv: $(STAMP)
 
@@ -44,6 +44,13 @@ test-blender: venv
 test-blender-versions:
 	$(MAKE) test-blender BPY_VERSION=4.2.23 VENV=.venv-bpy4.2
 	$(MAKE) test-blender BPY_VERSION=4.5.15 VENV=.venv-bpy4.5
+
+## Bit-identity against an earlier commit (COMMIT, default 6d0605e: before the kernels were split by
+## stage): core engine scenes and every sample scene's baked keys. COMPARE_ARGS, e.g. "--frames 0".
+COMMIT ?= 6d0605e
+COMPARE_ARGS ?=
+compare-baseline: venv
+	$(VPY) tools/compare_with_commit.py --commit $(COMMIT) --blender $(COMPARE_ARGS)
 
 ## Regenerate sample_scenes/*.blend with the oldest supported Blender (bpy 4.2), so that every
 ## supported version can open them (files saved by 5.0 do not open in 4.x).
