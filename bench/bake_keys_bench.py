@@ -28,6 +28,7 @@ import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
 from addon.blender import bake  # noqa: E402
+from bench.machine import cpu_model  # noqa: E402
 
 
 def main() -> int:
@@ -88,7 +89,7 @@ def main() -> int:
         total_seconds=min(w + c for w, c in zip(write_times, convert_times)),
         keys_per_second=keys / min(write_times), max_matrix_error=max(errors),
         target_seconds=1.0, meets_target=min(write_times) <= 1.0,
-        blender=bpy.app.version_string, python=platform.python_version(), machine=platform.machine(),
+        blender=bpy.app.version_string, python=platform.python_version(), machine=platform.machine(), cpu_model=cpu_model(),
         cpu_count=os.cpu_count(), repeat=args.repeat, all_write_seconds=write_times,
     )
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)

@@ -26,6 +26,7 @@ import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
 from addon.blender import bake  # noqa: E402
+from bench.machine import cpu_model  # noqa: E402
 
 
 def channels_for(objects, frames: int):
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
     print(f"clear: {seconds['clear']:.2f} s", flush=True)
     report = {"benchmark": "bench/bake_rebake_clear.py", "objects": args.objects, "frames": f,
               "seconds": seconds, "blender": bpy.app.version_string, "python": platform.python_version(),
-              "cpu_count": os.cpu_count(), "machine": platform.machine()}
+              "cpu_count": os.cpu_count(), "machine": platform.machine(), "cpu_model": cpu_model()}
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2))

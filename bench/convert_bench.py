@@ -4,7 +4,7 @@
 
 Builds a scene of N linked duplicates of a cube (plus a few single-user objects), times
 ``convert_scene`` (evaluation, voxelizing, ModelBuilder, finalize), and writes JSON with the numbers.
-Acceptance (issue 3): 10,000 linked duplicates in under 2 s on a 2-core CPU.
+Target: 10,000 linked duplicates in under 2 s on a 2-core CPU.
 """
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-bench-user-"))
+
+from bench.machine import cpu_model  # noqa: E402
 
 
 def build_scene(n: int, seed: int = 0):
@@ -86,7 +88,7 @@ def main(argv=None):
         passed=min(times) < 2.0,
         cpu_count=os.cpu_count(),
         machine=platform.machine(),
-        processor=platform.processor(),
+        cpu_model=cpu_model(),
         python=platform.python_version(),
         blender=bpy.app.version_string,
     )

@@ -2,12 +2,13 @@
 
 vs_blender.py compares the piles at the last frame; this shows whether either pile is still settling
 there (e.g. columns still toppling), which decides what a difference in height means.
-    PYTHONPATH=. .venv/bin/python bench/pile_over_time.py --cubes 1000 --frames 500 --out bench/results/pile_over_time.json
+    PYTHONPATH=. .venv/bin/python bench/pile_over_time.py --cubes 1000 --frames 750 --out out/pile_over_time.json
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -63,6 +64,7 @@ def main(argv=None):
 
         device = choose_device(args.device).selector
         report = {"cubes": args.cubes, "frames": args.frames, "fps": 24, "blender_version": bpy.app.version_string,
+                  "cpu_model": vb.cpu_model(), "cpu_count": os.cpu_count(),
                   "bullet": bullet_over_time(args.cubes, args.frames, args.seed),
                   "ours": ours_over_time(args.cubes, args.frames, args.seed, device)}
     finally:

@@ -41,6 +41,8 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-ben
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
+from bench.machine import cpu_model  # noqa: E402
+
 FRICTION = 0.5
 BOUNCINESS = 0.0
 LINEAR_DAMPING = 0.04   # Blender's rigid-body defaults, used for both engines
@@ -445,16 +447,6 @@ def plot(report: dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def main(argv=None) -> int:

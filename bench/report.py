@@ -1,0 +1,186 @@
+"""The tables of docs/performance.md, printed from the benchmark JSON in bench/results.
+
+    python bench/report.py                               # print every table (Markdown)
+    python bench/report.py --update docs/performance.md  # rewrite the tables between the page's markers
+
+The page keeps its prose; each table sits between ``<!-- report:NAME -->`` and ``<!-- /report -->``
+and names the JSON file it comes from, so a new benchmark run becomes a new table by re-running this.
+Only the standard library: it runs in any Python.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+
+# The machine of each file that does not name its CPU (cpu_model), as recorded when it was run.
+MACHINE_OF = {
+    "bake_keys.json": "2-core Intel Xeon @ 2.50 GHz VM",
+    "bake_keys_1k_epyc.json": "2-core AMD EPYC VM",
+    "bake_keys_10k.json": "2-core AMD EPYC VM",
+    "bake_rebake_clear_10k.json": "2-core AMD EPYC VM",
+    "convert.json": "2-core Intel Xeon @ 2.50 GHz VM",
+    "pile_over_time.json": "2-core Intel Xeon @ 2.50 GHz VM",
+}
+
+
+def machine(name: str, report: dict) -> str:
+    if "cpu_model" in report:
+        return f"{report['cpu_model'].replace('Intel(R) Xeon(R) Processor', 'Intel Xeon')}, {report.get('cpu_count', '?')} cores"
+    return MACHINE_OF[name]
+
+
+def load(name: str) -> dict:
+    return json.loads((RESULTS / name).read_text())
+
+
+def source(name: str, machine: str) -> str:
+    return f"Source: [`bench/results/{name}`](../bench/results/{name}); {machine}.\n"
+
+
+def rows(head: list[str], body: list[list]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in body]
+    return "\n".join(lines) + "\n"
+
+
+def short_device(device: str) -> str:
+    return device.replace("pthread-", "").replace(" (CPU, Portable Computing Language)", " (PoCL)") \
+        .replace(" (GPU, NVIDIA CUDA)", " (NVIDIA OpenCL)").replace("Intel(R) Xeon(R) Processor", "Intel Xeon")
+
+
+# Stages of the substep as the benchmark's device events name them, grouped as the engine's stages.
+STAGE_GROUPS = (("grid", ("buckets", "scan", "scatter", "sort")), ("gather", ("gather",)),
+                ("contacts", ("contacts",)), ("bodies", ("bodies",)))
+
+
+def engine_table(name: str) -> str:
+    report = load(name)
+    body = []
+    for r in report["results"]:
+        stages = r["stage_ms_per_step"]
+        grouped = [sum(stages.get(k, 0.0) for k in keys) for _, keys in STAGE_GROUPS]
+        body.append([f"{r['bodies']:,}", f"{r['particles']:,}", f"{r['ms_per_step']:.3f}", f"{r['steps_per_s']:,.0f}",
+                     f"{r['rebuilds_in_window']}/{r['steps_timed']}", *(f"{g:.3f}" for g in grouped),
+                     f"{r['pile_ms_per_step']:.3f}" if "pile_ms_per_step" in r else "-"])
+    head = ["cubes", "particles", "ms/substep", "substeps/s", "grid rebuilds",
+            *(f"{g} ms" for g, _ in STAGE_GROUPS), "pile window from 3 s: ms/substep"]
+    return rows(head, body) + "\n" + source(name, short_device(report["device"]))
+
+
+def bake_phases_table(name: str) -> str:
+    r = load(name)
+    phases = r["phases_s"]
+    body = [[f"{r['cubes']:,}", r["frames"], r["substeps_per_frame"], *(f"{phases[k]:.2f}" for k in phases),
+             f"{100 * r['fraction_at_rest_end']:.1f} %"]]
+    head = ["cubes", "frames", "substeps/frame", *(f"{k.replace('_', ' ')} s" for k in phases), "at rest at the end"]
+    return rows(head, body) + "\n" + source(name, short_device(r["device"]))
+
+
+def vs_blender_table(name: str) -> str:
+    report = load(name)
+    body = []
+    for r in report["results"]:
+        for engine, runs in (("Blender (Bullet)", r["blender"]), ("ours", r["ours"])):
+            run = runs[0]
+            s = run["stats"]
+            body.append([f"{r['cubes']:,}", engine, f"{run['sim_ms_per_frame']:.1f}",
+                         f"{run['total_s']:.1f}", f"{run['keys_s']:.1f}", f"{s['pile_height_m']:.2f}",
+                         f"{s['pile_height_p95_m']:.2f}", f"{s['mean_centre_height_m']:.2f}",
+                         f"{s['footprint_radius_m']:.1f}", f"{100 * s['fraction_at_rest']:.0f} %"])
+        body.append(["", f"**ours {r['comparison']['speedup_total']:.1f}x faster in total**", "", "", "", "", "", "", "",
+                     ""])
+    head = ["cubes", "engine", "simulation ms/frame", "simulate + keys s", "of which keys s", "highest corner m",
+            "p95 height m", "mean centre height m", "footprint r90 m", "at rest"]
+    return rows(head, body) + "\n" + source(name, f"{machine(name, report)}, Blender {report['blender_version']}, "
+                                                  f"{report['frames']} frames")
+
+
+def pile_over_time_table(name: str) -> str:
+    report = load(name)
+    body = []
+    for engine, key in (("Blender (Bullet)", "bullet"), ("ours", "ours")):
+        for s in report[key]:
+            if s["frame"] in (100, 250, 500, 750):
+                body.append([s["frame"], engine, f"{s['pile_height_m']:.2f}", f"{s['pile_height_p95_m']:.2f}",
+                             f"{s['mean_centre_height_m']:.2f}", f"{s['footprint_radius_m']:.1f}",
+                             f"{100 * s['fraction_at_rest']:.1f} %"])
+    head = ["frame", "engine", "highest corner m", "p95 height m", "mean centre height m", "footprint r90 m", "at rest"]
+    return rows(head, body) + "\n" + source(name, f"{report['cubes']} cubes, Blender {report['blender_version']}, "
+                                                  f"{machine(name, report)}")
+
+
+def bake_keys_table(names: list[str]) -> str:
+    body, sources = [], []
+    for name in names:
+        r = load(name)
+        runs = r.get("all_write_seconds", [r["key_write_seconds"]])
+        body.append([f"{r['objects']:,}", r["frames"], f"{r['keys'] / 1e6:.1f} M", r["rotation_mode"],
+                     f"{min(runs):.2f}-{max(runs):.2f} ({len(runs)} runs)", f"{r['convert_seconds']:.2f}",
+                     r["blender"], machine(name, r), f"`{name}`"])
+    head = ["objects", "frames", "keys", "rotation", "key writing s", "world to local s", "bpy", "machine", "file"]
+    return rows(head, body) + "\nSources: the files named, in [`bench/results/`](../bench/results/).\n"
+
+
+def rebake_table(name: str) -> str:
+    r = load(name)
+    runs = [r["seconds"]] + r.get("later_runs_same_machine", [])
+    body = [[step.replace("_", " "), ", ".join(f"{run[step]:.1f}" for run in runs if step in run)]
+            for step in r["seconds"]]
+    return rows(["step (10,000 objects x 250 frames)", f"seconds ({len(runs)} runs)"], body) + "\n" + \
+        source(name, f"{machine(name, r)}, bpy {r['blender']}")
+
+
+def convert_table(name: str) -> str:
+    r = load(name)
+    body = [[f"{r['objects']:,}", f"{r['bodies']:,}", f"{r['particles']:,}",
+             ", ".join(f"{s:.2f}" for s in r["seconds"]), f"{r['best_seconds']:.2f}", f"{r['target_seconds']:.0f}"]]
+    steps = ", ".join(f"{k} {v:.2f}" for k, v in r["step_seconds"].items() if k != "total")
+    return rows(["linked duplicates", "bodies", "particles", "runs s", "best s", "target s"], body) + \
+        f"\nSteps of one run (s): {steps}.\n\n" + source(name, f"{machine(name, r)}, bpy {r['blender']}")
+
+
+TABLES = {
+    "engine_h100": lambda: engine_table("engine_h100.json"),
+    "engine_cpu": lambda: engine_table("engine_cpu_2core.json"),
+    "bake_phases_h100": lambda: bake_phases_table("bake_phases_h100.json"),
+    "vs_blender": lambda: vs_blender_table("vs_blender.json"),
+    "vs_blender_3000": lambda: vs_blender_table("vs_blender_3000_250.json"),
+    "pile_over_time": lambda: pile_over_time_table("pile_over_time.json"),
+    "bake_keys": lambda: bake_keys_table(["bake_keys.json", "bake_keys_1k_epyc.json", "bake_keys_10k.json"]),
+    "bake_rebake_clear": lambda: rebake_table("bake_rebake_clear_10k.json"),
+    "convert": lambda: convert_table("convert.json"),
+}
+
+MARKED = re.compile(r"(<!-- report:(\w+) -->\n)(.*?)(<!-- /report -->)", re.S)
+
+
+def update(page: Path) -> int:
+    text = page.read_text()
+    unknown = [m.group(2) for m in MARKED.finditer(text) if m.group(2) not in TABLES]
+    if unknown:
+        print(f"error: {page} names tables this script does not make: {', '.join(unknown)}", file=sys.stderr)
+        return 1
+    page.write_text(MARKED.sub(lambda m: m.group(1) + TABLES[m.group(2)]() + m.group(4), text))
+    print(f"updated {len(MARKED.findall(text))} tables in {page}")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--update", type=Path, metavar="PAGE", help="rewrite the marked tables of this Markdown page")
+    args = p.parse_args(argv)
+    if args.update:
+        return update(args.update)
+    for name, make in TABLES.items():
+        print(f"<!-- report:{name} -->\n{make()}<!-- /report -->\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
