@@ -59,8 +59,8 @@ def test_five_hundred_cubes_come_to_rest_in_a_pile(restitution):
     1 cm/s after 5 s; a few percent are still moving then, so this checks 90 % at rest after 5 s
     and 99 % after 8 s, with none of the rest faster than 0.5 m/s (see the issue notes). The
     stragglers are cubes sliding off the rounded edges that 27 spheres give a cube against another
-    body, and the neighbours they jostle (docs/ARCHITECTURE.md, known gaps; Bullet on this scene:
-    71 % at 5 s, bench/rest_time_vs_bullet.py).
+    body, and the neighbours they jostle (docs/experiments/pile-rest-time.md; Bullet on this scene:
+    71 % at 5 s).
     At restitution 0 this failed before the damping cap (80 % at 5 s, 90 % at 8 s: nested cubes
     ringing). The pile is chaotic and the last stragglers differ by device, build and seed: PoCL
     92-99 % at 5 s over seeds 1-6 (this seed 92 %), all at 6-8 s; with round particles against the
