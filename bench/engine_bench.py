@@ -4,7 +4,7 @@ Writes JSON (device, bodies, particles, ms/substep, steps/s, per-stage ms, estim
     python bench/engine_bench.py                       # 100, 1k, 10k on the default device
     python bench/engine_bench.py --sizes 1000 100000 1000000 --device gpu --out bench/results/gpu.json
     python bench/engine_bench.py --sizes 100000 --pile-window-at 6 --skins 0.25 0.5 1.0   # tuning
-Figures, never a timed test: the README quotes them with the machine they came from.
+Figures, never a timed test: docs/performance.md quotes them with the machine they came from.
 """
 from __future__ import annotations
 

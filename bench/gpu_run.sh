@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What the lead runs on the lent NVIDIA machine (device tool): install carried cp312 wheels, point the
+# What runs on a lent NVIDIA machine (device tool): install carried cp312 wheels, point the
 # OpenCL ICD loader at the driver's library (no ICD file is installed there), run the engine tests on
 # the GPU, then the benchmark. Usage: bash bench/gpu_run.sh "SIZES" [pytest args...]
 set -uo pipefail

@@ -1,6 +1,6 @@
 """Log-log chart and Markdown table of engine benchmark JSON files (bench/engine_bench.py output).
 
-    python bench/plot_engine.py bench/results/engine_h100.json bench/results/engine_cpu.json --out docs/images/engine_scaling.png
+    python bench/plot_engine.py bench/results/engine_h100.json bench/results/engine_cpu_2core.json --out docs/images/engine_scaling.png
 """
 from __future__ import annotations
 
