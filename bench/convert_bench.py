@@ -1,6 +1,6 @@
 """Benchmark: conversion of many linked duplicates (one mesh datablock) into particle bodies.
 
-    PYTHONPATH=. .venv/bin/python bench/convert_bench.py [--objects 10000] [--out bench/results/convert.json]
+    PYTHONPATH=. .venv/bin/python bench/convert_bench.py [--objects 10000] [--out out/convert_bench.json]
 
 Builds a scene of N linked duplicates of a cube (plus a few single-user objects), times
 ``convert_scene`` (evaluation, voxelizing, ModelBuilder, finalize), and writes JSON with the numbers.
@@ -53,7 +53,7 @@ def main(argv=None):
     parser.add_argument("--objects", type=int, default=10_000)
     parser.add_argument("--radius", type=float, default=0.05)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "convert.json"))
+    parser.add_argument("--out", default=str(ROOT / "out" / "convert_bench.json"))
     args = parser.parse_args(argv)
 
     import bpy
