@@ -49,6 +49,10 @@ def parse_args(argv):
     p.add_argument("--backend", choices=("opencl", "reference"), default="opencl",
                    help="simulation engine (default: opencl; reference is slow NumPy)")
     p.add_argument("--max-particles", type=int, help="refuse scenes needing more particles than this")
+    p.add_argument("--bake-mode", choices=("keyframes", "instances"), default="keyframes",
+                   help="keyframes: key each body's object; instances: one object shows every body from a point "
+                        "cache written beside --output (plays without the add-on; for 10,000 bodies and more)")
+    p.add_argument("--cache-folder", help="instances: folder of the point cache (default: prb_cache beside --output)")
     p.add_argument("--output", help="where to save the baked file (default: <scene>.baked.blend)")
     p.add_argument("--overwrite", action="store_true", help="allow --output to be the input file or an existing file")
     return p.parse_args(argv)
@@ -149,7 +153,8 @@ def run(argv) -> int:
         options = BakeOptions.from_scene(
             scene, frame_start=frames[0], frame_end=frames[1], frame_step=args.step, substeps=args.substeps,
             radius=args.radius, device=args.device, backend=args.backend, max_particles=args.max_particles,
-            sleep_speed=args.sleep_speed, sleep_time=args.sleep_time)
+            sleep_speed=args.sleep_speed, sleep_time=args.sleep_time, bake_mode=args.bake_mode.upper(),
+            cache_folder=os.path.abspath(args.cache_folder or os.path.join(os.path.dirname(out), "prb_cache")))
         print(f"PRB: baking {len(dynamic)} objects, {len(static)} colliders from {input_path or 'the open file'}",
               flush=True)
         job = BakeJob(context, dynamic, static, options, log=print_log)

@@ -22,6 +22,7 @@ import numpy as np
 from . import bake
 
 ROLE_DYNAMIC, ROLE_STATIC, ROLE_IGNORED, ROLE_NONE = "DYNAMIC", "STATIC", "IGNORED", "NONE"
+BAKE_MODES = ("KEYFRAMES", "INSTANCES")
 # Rough device memory per particle and per body of the OpenCL engine (state, contacts, grid, friction
 # history), for the panel's estimate only.
 BYTES_PER_PARTICLE = 256
@@ -45,6 +46,8 @@ class BakeOptions:
     device: str | None = None  # OpenCL device selector; None: automatic
     max_particles: int = 20_000_000
     backend: str = "opencl"
+    bake_mode: str = "KEYFRAMES"  # or "INSTANCES" (bake_instances.py)
+    cache_folder: str | None = None  # instances: where the point cache goes; None: bake_instances' default
 
     @classmethod
     def from_scene(cls, scene, **overrides) -> "BakeOptions":
@@ -65,6 +68,8 @@ class BakeOptions:
                 sleep_time=s.sleep_time,
                 device=device,
                 max_particles=s.max_particles,
+                bake_mode=s.bake_mode,
+                cache_folder=s.cache_folder,
             )
         for key, value in overrides.items():
             if value is not None:
@@ -80,6 +85,8 @@ class BakeOptions:
             raise BakeError(f"sleep speed must be 0 (never sleep) or more, got {self.sleep_speed}")
         if not self.sleep_time > 0:
             raise BakeError(f"sleep time must be more than 0 s, got {self.sleep_time}")
+        if self.bake_mode not in BAKE_MODES:
+            raise BakeError(f"bake mode must be one of {', '.join(BAKE_MODES)}, got {self.bake_mode!r}")
 
     @property
     def frame_count(self) -> int:
@@ -98,6 +105,7 @@ class BakeResult:
     steps_per_second: float
     skipped: list = field(default_factory=list)
     keyed_objects: list = field(default_factory=list)
+    cache_object: str = ""  # instance bakes: the object that shows the bodies
 
     def summary(self) -> str:
         text = (f"Baked {self.bodies} bodies ({self.particles:,} particles) on {self.device}: "
@@ -188,6 +196,7 @@ class BakeJob:
         self.objects = []  # dynamic objects in body order
         self.finished = False
         self.started_wall = None
+        self.instances = None  # bake_instances.InstanceBake when baking to instances
 
     # ---------------------------------------------------------------------------------------------
     @property
@@ -218,6 +227,13 @@ class BakeJob:
         self.started_wall = time.perf_counter()
         self._saved_frame = (self.scene.frame_current, self.scene.frame_subframe)
         try:
+            if opts.bake_mode == "INSTANCES":  # refuses an unwritable cache folder before simulating
+                from .bake_instances import InstanceBake, InstanceBakeError
+                try:
+                    self.instances = InstanceBake(self.scene, opts.cache_folder, opts.frame_start, opts.frame_step)
+                except InstanceBakeError as exc:
+                    raise BakeError(str(exc)) from exc
+                self.instances.show_previous_originals()
             if self.scene.frame_current != opts.frame_start:
                 self.scene.frame_set(opts.frame_start)
             gravity = scene_gravity(self.scene)
@@ -246,12 +262,14 @@ class BakeJob:
             except ValueError as exc:
                 raise BakeError(str(exc)) from exc
             bodies = conv.model.body_count
-            self.positions = np.empty((self.frames_total + 1, bodies, 3))
-            self.orientations = np.empty((self.frames_total + 1, bodies, 4))
+            # instances stream each frame to the cache and keep only the latest one (live preview)
+            kept = 1 if self.instances is not None else self.frames_total + 1
+            self.positions = np.empty((kept, bodies, 3))
+            self.orientations = np.empty((kept, bodies, 4))
+            if self.instances is not None:
+                self.instances.begin(self.objects, links, self.frames_total + 1)
             self._frames = self.sim.frames(self.frames_total)
-            first = next(self._frames)
-            self.positions[0] = first.positions
-            self.orientations[0] = first.orientations
+            self._keep(next(self._frames))
             if self.live:
                 self._saved_transforms = {o.name: _transform_values(o) for o in self.objects}
             self._say(f"PRB: {bodies} bodies, {conv.particle_count:,} particles, device {self.device_name}, "
@@ -270,8 +288,7 @@ class BakeJob:
             while self._done < self.frames_total:
                 frame = next(self._frames)
                 self._done = frame.index
-                self.positions[frame.index] = frame.positions
-                self.orientations[frame.index] = frame.orientations
+                self._keep(frame)
                 if self.log and (self._done % max(1, self.frames_total // 10) == 0 or self._done == self.frames_total):
                     self._say(f"PRB: frame {self.options.frame_start + self._done * self.options.frame_step} "
                               f"({self._done}/{self.frames_total}, {100 * self.progress:.0f}%)")
@@ -284,7 +301,17 @@ class BakeJob:
             self._show_frame(self._done)
         return self._done >= self.frames_total
 
+    def _keep(self, frame) -> None:
+        row = frame.index
+        if self.instances is not None:
+            self.instances.write(frame.positions, frame.orientations)
+            row = 0
+        self.positions[row] = frame.positions
+        self.orientations[row] = frame.orientations
+
     def _show_frame(self, index: int) -> None:
+        if self.instances is not None:
+            index = 0
         world = self.world_matrices(index, index + 1)[0]
         from mathutils import Matrix
 
@@ -337,9 +364,14 @@ class BakeJob:
                 self.scene.frame_set(self.options.frame_start)
             self.context.view_layer.update()
             t0 = time.perf_counter()
-            world = self.world_matrices()
-            channels = bake.local_channels(self.objects, world, self._moving_parents(world))
-            bake.write_bake(self.key_frames(), channels)
+            if self.instances is not None:
+                cache_object = self.instances.finish().name
+                self.instances = None
+            else:
+                cache_object = ""
+                world = self.world_matrices()
+                channels = bake.local_channels(self.objects, world, self._moving_parents(world))
+                bake.write_bake(self.key_frames(), channels)
             key_seconds = time.perf_counter() - t0
         finally:
             self._cleanup()
@@ -349,8 +381,10 @@ class BakeJob:
             bodies=len(self.objects), particles=self.converted.particle_count, device=sim.device_name,
             frames=self.frames_total + 1, simulated_seconds=sim.simulated_seconds,
             wall_seconds=time.perf_counter() - self.started_wall, steps_per_second=sim.substeps_per_second,
-            skipped=list(self.converted.skipped), keyed_objects=[o.name for o in self.objects])
-        self._say(result.summary() + f" (keys written in {key_seconds:.2f} s)")
+            skipped=list(self.converted.skipped), keyed_objects=[] if cache_object else [o.name for o in self.objects],
+            cache_object=cache_object)
+        self._say(result.summary() + (f" (instances in {cache_object!r}, made in {key_seconds:.2f} s)" if cache_object
+                                      else f" (keys written in {key_seconds:.2f} s)"))
         return result
 
     def cancel(self) -> None:
@@ -377,6 +411,9 @@ class BakeJob:
 
     def _cleanup(self) -> None:
         self._restore_live()
+        if self.instances is not None:  # not finished: no cache file, earlier bake untouched
+            self.instances.cancel()
+            self.instances = None
         if self._frames is not None:
             self._frames.close()
             self._frames = None

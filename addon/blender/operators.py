@@ -6,7 +6,7 @@ import traceback
 import bpy
 from bpy.props import EnumProperty
 
-from . import bake
+from . import bake, bake_instances
 from .job import BakeError, BakeJob, BakeOptions, pick_objects, print_log
 
 BACKEND_ITEMS = (
@@ -177,11 +177,16 @@ class PRB_OT_clear_bake(bpy.types.Operator):
         return context.scene is not None
 
     def execute(self, context):
-        objects = baked_objects(context, only_selected=True) or baked_objects(context, only_selected=False)
-        if not objects:
+        objects = baked_objects(context, only_selected=True)
+        caches = bake_instances.caches_to_clear(context, selected_only=True)
+        if not objects and not caches:
+            objects = baked_objects(context, only_selected=False)
+            caches = bake_instances.caches_to_clear(context, selected_only=False)
+        if not objects and not caches:
             self.report({"INFO"}, "No baked objects")
             return {"CANCELLED"}
-        cleared = bake.clear_bakes(objects)
+        cleared = bake.clear_bakes(objects) if objects else 0
+        cleared += sum(bake_instances.clear_instances(cache) for cache in caches)
         self.report({"INFO"}, f"Cleared the bake of {cleared} object{'s' if cleared != 1 else ''}")
         return {"FINISHED"}
 

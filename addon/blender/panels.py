@@ -5,7 +5,7 @@ import textwrap
 
 import bpy
 
-from . import bake, properties
+from . import bake, bake_instances, properties
 from .job import BakeOptions, estimate, pick_objects
 
 CATEGORY = "Particle Bodies"
@@ -81,6 +81,7 @@ class PRB_PT_main(bpy.types.Panel):
                 col.label(text=line)
         else:
             col.label(text=f"Device: {properties.device_label(scene.prb_settings.device)}", icon="DESKTOP")
+        bake_instances.draw_bake_to(layout.column(), scene, est["bodies"])
         baked = sum(1 for o in scene.objects if bake.has_bake(o))
         if baked:
             col.label(text=f"{baked} object{'s' if baked != 1 else ''} baked", icon="KEYFRAME")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bpy
 from bpy.props import (BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty,
-                       PointerProperty)
+                       PointerProperty, StringProperty)
 
 ROLE_ITEMS = (
     ("NONE", "Follow Selection", "Simulated as a dynamic body when selected at Simulate & Bake time"),
@@ -15,6 +15,9 @@ ROLE_ITEMS = (
     ("IGNORED", "Ignored", "Never part of the simulation, even when selected"),
 )
 
+# 4.5+ warns about '//' paths in a path property without this option, which 4.2 does not know
+_BLEND_RELATIVE = ({"PATH_SUPPORTS_BLEND_RELATIVE"}
+                   if "is_path_supports_blend_relative" in bpy.types.StringProperty.bl_rna.properties else set())
 _device_items_cache: list = []
 _device_state = {"problem": None, "auto": None}
 
@@ -110,6 +113,14 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
                          description="OpenCL device that runs the simulation")
     max_particles: IntProperty(name="Particle Limit", default=20_000_000, min=1,
                                description="Refuse to simulate more particles than this")
+    bake_mode: EnumProperty(
+        name="Bake To", default="KEYFRAMES",
+        items=(("KEYFRAMES", "Keyframes", "Key each body's object: editable per object, up to ~10,000 bodies"),
+               ("INSTANCES", "Instances", "One object shows every body from a point cache beside the .blend "
+                                          "(plays and renders without the add-on; for 10,000 bodies and more)")))
+    cache_folder: StringProperty(
+        name="Cache Folder", default="//prb_cache/", subtype="DIR_PATH", options=_BLEND_RELATIVE,
+        description="Where Bake To Instances writes its point cache ('//' is the folder of the .blend)")
 
 
 class PRB_ObjectSettings(bpy.types.PropertyGroup):
