@@ -10,11 +10,20 @@ PYTEST_ARGS ?=
 
 venv: $(STAMP)
 
-$(STAMP): requirements-dev.txt
+# numpy as each bpy release was tested with (constraints.txt pins the rest)
+NUMPY_VERSION_5.0.1 := 1.26.4
+NUMPY_VERSION_4.5.15 := 1.26.4
+NUMPY_VERSION_4.2.23 := 2.4.6
+NUMPY_VERSION ?= $(NUMPY_VERSION_$(BPY_VERSION))
+
+# The install step is the only one that uses the network: it also fills .cache/wheels with the
+# wheels of the extension zip for this machine, which tests/blender/test_extension.py builds offline.
+$(STAMP): requirements-dev.txt constraints.txt
 	@command -v $(PYTHON) >/dev/null || { echo "error: $(PYTHON) not found; install Python 3.11 (python3.11 python3.11-venv) or run make PYTHON=/path/to/python3.11"; exit 1; }
 	test -x $(VPY) || $(PYTHON) -m venv $(VENV)
 	$(VPY) -m pip install -q --upgrade pip
-	$(VPY) -m pip install -q -r requirements-dev.txt "bpy==$(BPY_VERSION)"
+	$(VPY) -m pip install -q -c constraints.txt -r requirements-dev.txt "bpy==$(BPY_VERSION)" $(if $(NUMPY_VERSION),"numpy==$(NUMPY_VERSION)")
+	$(VPY) tools/build_extension.py --fetch-only --platform linux-x64 --python $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 	rm -f $(VENV)/.installed-bpy-*
 	touch $@
 

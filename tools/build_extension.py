@@ -6,6 +6,7 @@
     python tools/build_extension.py --platform linux-x64 --python 3.11     # just what this machine needs
     python tools/build_extension.py --update-manifest        # re-resolve the pinned wheel list in the manifest
     python tools/build_extension.py --validate               # run Blender's manifest validator only
+    python tools/build_extension.py --fetch-only --platform linux-x64 --python 3.11   # fill the wheel cache only
 
 The wheel list lives in blender_manifest.toml (pinned file names, every platform and Python). The
 build downloads exactly those files into .cache/wheels/ (once; later builds work offline), copies
@@ -204,6 +205,9 @@ def main(argv=None) -> int:
                    help="re-resolve the newest wheels and write the pinned list into blender_manifest.toml")
     p.add_argument("--validate", action="store_true", help="only validate blender_manifest.toml")
     p.add_argument("--blender-ext", help="path of Blender's blender_ext.py")
+    p.add_argument("--fetch-only", action="store_true",
+                   help="only download the selected wheels into .cache/wheels (make venv does this, so that "
+                        "the tests build the zip offline)")
     args = p.parse_args(argv)
 
     blender_ext = find_blender_ext(args.blender_ext)
@@ -227,6 +231,9 @@ def main(argv=None) -> int:
     selected = [n for n in names if wheel_platforms(n) & set(platforms) and wheel_pythons(n) & set(pythons)
                 and not (args.no_pocl and n.startswith("pocl_binary_distribution"))]
     wheels = fetch(selected, platforms, pythons)
+    if args.fetch_only:
+        print(f"{len(wheels)} wheels in {CACHE}")
+        return 0
     staged = stage(wheels, platforms, text)
     version = re.search(r'^version = "([^"]+)"', text, flags=re.M).group(1)
     ext_id = re.search(r'^id = "([^"]+)"', text, flags=re.M).group(1)

@@ -10,9 +10,6 @@ from prb_helpers import add_cube, bpy, fresh_scene, scene_snapshot
 
 from addon.blender import bake  # noqa: E402
 from addon.blender.job import BakeJob, BakeOptions, pick_objects  # noqa: E402
-from addon.core.model import ModelBuilder  # noqa: E402
-
-HAS_COLLIDERS = hasattr(ModelBuilder, "add_static_mesh")
 FRAMES = (1, 12)
 
 
@@ -36,10 +33,9 @@ def build_scene():
     child.delta_location = (0.1, 0.0, 0.0)
     bpy.ops.mesh.primitive_cube_add(size=0.6, location=(-3.0, 0.0, 0.0))
     bpy.context.object.name = "Bystander"  # role NONE and not selected: must not be touched
-    if HAS_COLLIDERS:
-        bpy.ops.mesh.primitive_plane_add(size=20.0, location=(0.0, 0.0, 0.0))
-        bpy.context.object.name = "Ground"
-        bpy.context.object.prb.role = "STATIC"
+    bpy.ops.mesh.primitive_plane_add(size=20.0, location=(0.0, 0.0, 0.0))
+    bpy.context.object.name = "Ground"
+    bpy.context.object.prb.role = "STATIC"
     bpy.ops.object.select_all(action="DESELECT")
     bpy.context.view_layer.update()
     return scene

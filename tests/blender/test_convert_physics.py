@@ -14,7 +14,7 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-tes
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-bpy = pytest.importorskip("bpy")
+import bpy  # noqa: E402
 import bmesh  # noqa: E402
 
 from addon.blender.convert import convert_scene, object_matrix_at  # noqa: E402

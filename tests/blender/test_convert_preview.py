@@ -9,7 +9,7 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-tes
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-bpy = pytest.importorskip("bpy")
+import bpy  # noqa: E402
 
 from addon.blender import convert, preview  # noqa: E402
 from addon.core.model import quaternion_to_matrix  # noqa: E402

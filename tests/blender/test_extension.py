@@ -58,9 +58,14 @@ INSTALL_AND_BAKE = """
 
 def test_built_zip_installs_and_bakes(tmp_path):
     zip_path = tmp_path / "prb.zip"
+    # offline: the wheels come from the cache that `make venv` fills (build_extension.py --fetch-only);
+    # pip is told not to reach any index, so a missing wheel fails here instead of downloading
+    env = dict(os.environ, PIP_NO_INDEX="1")
     proc = subprocess.run([sys.executable, str(ROOT / "tools" / "build_extension.py"), "--platform", "linux-x64",
-                           "--python", PY, "--output", str(zip_path)], capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+                           "--python", PY, "--output", str(zip_path)], capture_output=True, text=True, timeout=900,
+                          env=env)
+    assert proc.returncode == 0, ("build failed; run `make venv` to fill .cache/wheels\n" + proc.stdout
+                                  + proc.stderr)
     names = zipfile.ZipFile(zip_path).namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names
     assert any(n.startswith("kernels/") and n.endswith(".cl") for n in names)

@@ -24,11 +24,6 @@ from sample_scenes.generate import dice_layout, large_model, tower_layout  # noq
 
 FPS = 24
 
-from addon.core.model import ModelBuilder  # noqa: E402
-
-# Every scene's ground, bowl, ramp and stairs are triangle-mesh colliders.
-needs_triangle_colliders = pytest.mark.skipif(not hasattr(ModelBuilder, "add_static_mesh"),
-                                              reason="the core has no triangle colliders yet")
 
 
 def _run(args, timeout=600):
@@ -87,7 +82,12 @@ def test_dice_layout_matches_the_seed_formation():
     dxy = np.abs(np.diff(column[:, :2], axis=0))
     assert np.all((dxy.max(axis=1) > 0.3) & (dxy.max(axis=1) < 1.0))
     assert len({tuple(np.round(q, 6)) for q in column[:, :2]}) == 4
-    # columns do not overlap each other
+    # columns do not overlap each other: the footprints of their 1 m cubes are disjoint
+    columns = p.reshape(4, 10, 3)
+    low, high = columns[:, :, :2].min(axis=1) - 0.5, columns[:, :, :2].max(axis=1) + 0.5
+    for a in range(4):
+        for b in range(a + 1, 4):
+            assert np.any((high[a] <= low[b]) | (high[b] <= low[a])), (a, b)
     model = large_model(40)
     assert model.body_count == 40 and model.particle_count == 40 * 27
 
@@ -147,7 +147,6 @@ def test_committed_scene_is_ready_to_bake(tmp_path, name):
     assert info["meshes"] <= 4, "dynamic objects share their meshes (linked duplicates)"
 
 
-@needs_triangle_colliders
 @pytest.mark.parametrize("name, frames", [("dice", 4), ("mixed", 3)])
 def test_committed_scene_bakes_with_the_cli(tmp_path, name, frames):
     """The saved large scenes bake as they are, for a few frames (the outcome tests bake smaller
@@ -178,7 +177,6 @@ def tower_layout_sizes():
 # -- baked outcomes ----------------------------------------------------------------------------------------
 
 
-@needs_triangle_colliders
 def test_dice_topple_tumble_and_come_to_rest(tmp_path):
     frames = 192  # the last cube stops rolling at about frame 170
     data = bake(tmp_path, "dice", frames, [1, frames - 6, frames], count=36, column_height=9)
@@ -195,7 +193,6 @@ def test_dice_topple_tumble_and_come_to_rest(tmp_path):
     assert rotation_angle(m[1], m[2]).max() < 2.0
 
 
-@needs_triangle_colliders
 def test_towers_stand_until_hit(tmp_path):
     frames = 48
     hit = FPS  # the projectile arrives after 1 s
@@ -218,7 +215,6 @@ def test_towers_stand_until_hit(tmp_path):
     assert np.linalg.norm(end[proj] - start[proj]) > 5
 
 
-@needs_triangle_colliders
 def test_mixed_shapes_stay_in_the_bowl(tmp_path):
     frames = 60
     data = bake(tmp_path, "mixed", frames, [1, frames], count=40)
@@ -237,7 +233,6 @@ def test_mixed_shapes_stay_in_the_bowl(tmp_path):
     assert end[:, 2].min() > -0.05 and end[:, 2].max() < depth, "all shapes lie inside the bowl"
 
 
-@needs_triangle_colliders
 def test_ramp_separates_sticking_from_sliding_cubes(tmp_path):
     frames = 48
     data = bake(tmp_path, "ramp", frames, [1, frames], committed=True)

@@ -3,6 +3,7 @@ import pyopencl as cl
 import pytest
 
 from addon.core import device
+from tests.skip_reasons import SKIP_NOT_POCL_ONLY
 
 
 def test_selectors_pick_devices():
@@ -42,7 +43,7 @@ def test_nvidia_library_without_icd_file_is_explained(monkeypatch):
 
 def test_pocl_without_its_linker_is_left_out_with_a_message(monkeypatch):
     if not all(device.POCL_PLATFORM in d.platform_name for d in device.list_devices()):
-        pytest.skip("needs a machine whose only OpenCL is PoCL (CI); here other drivers would remain")
+        pytest.skip(SKIP_NOT_POCL_ONLY)
     monkeypatch.setattr(device, "pocl_toolchain_missing", lambda: ["ld (binutils)"])
     with pytest.raises(device.OpenCLUnavailable, match="binutils"):
         device.list_devices()
