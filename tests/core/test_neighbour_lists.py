@@ -1,5 +1,7 @@
 """Neighbour lists (Verlet lists with a skin): between rebuilds no contact is missed, also for
 particles whose list overflowed, and rebuilds happen only as often as bodies move."""
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
@@ -28,16 +30,59 @@ def tumbling_pile(count=48, seed=5, origin=(0.0, 0.0, 0.0)):
     return builder.finalize()
 
 
-def brute_force_pairs(model, positions, band=1e-5):
+def pairs_within_diameter(model, positions, band=1e-5):
     """(i, j) of other bodies' particles closer than a diameter, and the pairs too close to the
-    diameter to call in float32 (left out of the comparison)."""
+    diameter to call in float32 (left out of the comparison).
+
+    An exact oracle independent of the engine's grid: particles binned into cubic cells a little
+    wider than the diameter (so each pair lies in the same or adjacent cells), candidates from the
+    27 cells around each particle, then the distance test. The all-pairs distance matrix it
+    replaces cost 0.85 s per check at 1,296 particles, 56 s of the core suite."""
+    d = 2 * model.particle_radius
+    cell = d * (1 + 2 * band)
+    coords = np.floor(positions / cell).astype(np.int64)
+    coords -= coords.min(axis=0) - 1  # a free cell on each side: neighbour keys never wrap
+    extent = coords.max(axis=0) + 2
+    key_of = lambda c: (c[..., 0] * extent[1] + c[..., 1]) * extent[2] + c[..., 2]
+    keys = key_of(coords)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    first, second = [], []
+    for offset in np.array(np.meshgrid([-1, 0, 1], [-1, 0, 1], [-1, 0, 1], indexing="ij")).reshape(3, -1).T:
+        wanted = key_of(coords + offset)
+        begin = np.searchsorted(sorted_keys, wanted, side="left")
+        counts = np.searchsorted(sorted_keys, wanted, side="right") - begin
+        first.append(np.repeat(np.arange(len(positions)), counts))
+        run_start = np.repeat(np.cumsum(counts) - counts, counts)
+        second.append(order[np.arange(counts.sum()) - run_start + np.repeat(begin, counts)])
+    i, j = np.concatenate(first), np.concatenate(second)
+    other = model.particle_body[i] != model.particle_body[j]
+    i, j = i[other], j[other]
+    dist = np.linalg.norm(positions[i] - positions[j], axis=1)
+    to_set = lambda mask: set(zip(i[mask].tolist(), j[mask].tolist()))
+    return to_set(dist < d), to_set(np.abs(dist - d) < band * d)
+
+
+def all_pairs_within_diameter(model, positions, band=1e-5):
+    """The same by the all-pairs distance matrix (checks the oracle above)."""
     d = 2 * model.particle_radius
     dist = np.linalg.norm(positions[:, None, :] - positions[None, :, :], axis=2)
     other = model.particle_body[:, None] != model.particle_body[None, :]
-    close = (dist < d) & other
-    borderline = (np.abs(dist - d) < band * d) & other
-    to_set = lambda mask: {(int(i), int(j)) for i, j in np.argwhere(mask)}
-    return to_set(close), to_set(borderline)
+    to_set = lambda mask: {(int(i), int(j)) for i, j in np.argwhere(mask & other)}
+    return to_set(dist < d), to_set(np.abs(dist - d) < band * d)
+
+
+def test_cell_oracle_finds_the_pairs_all_pairs_finds():
+    """Dense random particles (a few hundred pairs, many across cell faces), and pairs placed at
+    exactly a diameter, near the origin and far from it."""
+    rng = np.random.default_rng(4)
+    model = SimpleNamespace(particle_radius=1 / 6, particle_body=rng.integers(0, 40, size=1200))
+    positions = rng.uniform(-2.0, 2.0, size=(1200, 3))
+    positions[1::2] = positions[0::2] + 2 / 6 * np.array([1.0, 0.0, 0.0])  # at the diameter
+    for shift in (0.0, 3e3):
+        close, borderline = pairs_within_diameter(model, positions + shift)
+        assert len(close) > 300 and len(borderline) > 300
+        assert (close, borderline) == all_pairs_within_diameter(model, positions + shift)
 
 
 @pytest.mark.parametrize("skin, neighbour_slots, origin",
@@ -54,12 +99,17 @@ def test_no_contact_is_missed_between_rebuilds(skin, neighbour_slots, origin):
         if step % 2:
             continue
         positions = engine.particle_positions()
-        expected, borderline = brute_force_pairs(model, positions)
-        per_particle = np.bincount([i for i, _ in expected], minlength=model.particle_count)
-        if per_particle.max() > FRICTION_SLOTS:  # the friction history could not show them all
-            continue
+        expected, borderline = pairs_within_diameter(model, positions)
         got = engine.contact_pairs()
-        assert (got ^ expected) <= borderline, f"substep {step}: {sorted(got ^ expected)[:5]}"
+        # the friction history (what contact_pairs reads) shows at most FRICTION_SLOTS contacts of a
+        # particle, the planes' included: a particle with more is checked for the ones it shows
+        shown = {i for i, key in engine.contact_keys() if key < 0}
+        per_particle = np.bincount([i for i, _ in expected] + list(shown), minlength=model.particle_count)
+        full = {i for i in np.flatnonzero(per_particle > FRICTION_SLOTS).tolist()}
+        complete = {pair for pair in expected if pair[0] not in full}
+        missed = (complete - got) - borderline
+        extra = (got - expected) - borderline
+        assert not missed and not extra, f"substep {step}: missed {sorted(missed)[:5]}, extra {sorted(extra)[:5]}"
         checked += 1
         with_contacts += len(expected) > 0
     rebuilds = engine.rebuilds
