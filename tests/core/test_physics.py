@@ -25,7 +25,7 @@ def test_cube_resting_on_ground_neither_sinks_nor_drifts():
     builder = ModelBuilder(RADIUS)
     add_cube(builder, (0.3, -0.2, CUBE_SIDE / 2 + 0.01))
     builder.add_ground_plane(0.0)
-    engine = engine_for(builder)
+    engine = engine_for(builder, sleep_speed=0.0)  # no sleeping: creep would show
     run_for(engine, 1.0)
     settled = engine.body_state()
     run_for(engine, 2.0)
@@ -39,34 +39,9 @@ def test_cube_resting_on_ground_neither_sinks_nor_drifts():
     assert np.linalg.norm(state.velocity[0]) < 1e-3
 
 
-def first_rebound_height(restitution, drop_height):
-    builder = ModelBuilder(RADIUS)
-    material = Material(restitution=restitution, friction=0.5)
-    rest_z = CUBE_SIDE / 2
-    add_cube(builder, (0, 0, rest_z + drop_height), material=material)
-    builder.add_ground_plane(0.0, material=material)
-    engine = engine_for(builder)
-    heights, velocities = [], []
-    for _ in range(int(3.0 / engine.params.substep / 10)):
-        engine.step(10)
-        s = engine.body_state()
-        heights.append(s.position[0, 2])
-        velocities.append(s.velocity[0, 2])
-    heights, velocities = np.array(heights), np.array(velocities)
-    bounced = np.flatnonzero(velocities > 0)[0]  # first moment it moves up
-    falling_again = bounced + np.flatnonzero(velocities[bounced:] < 0)[0]
-    return heights[bounced:falling_again + 1].max() - rest_z
-
-
-@pytest.mark.parametrize("restitution", [0.3, 0.6, 0.9])
-def test_bounce_height_follows_restitution(restitution):
-    h = 2.0
-    rebound = first_rebound_height(restitution, h)
-    assert abs(rebound - restitution**2 * h) < 0.05 * h, rebound
-
-
 def rebound_speed_ratio(on_cube: bool, restitution: float = 0.0, drop: float = 0.5) -> float:
-    """Upward over downward speed of a cube dropped flat, on the ground or on a resting cube."""
+    """Upward over downward speed of a cube dropped flat, on the ground or on a resting cube: the
+    fastest fall before the bounce and the fastest rise after it, read every substep (sleeping off)."""
     builder = ModelBuilder(RADIUS)
     material = Material(friction=0.5, restitution=restitution)
     base = 0.0
@@ -77,12 +52,44 @@ def rebound_speed_ratio(on_cube: bool, restitution: float = 0.0, drop: float = 0
     builder.add_ground_plane(0.0, material=material)
     engine = engine_for(builder, sleep_speed=0.0)
     velocities = []
-    for _ in range(int(1.0 / engine.params.substep)):
+    for _ in range(int((np.sqrt(2 * drop / G) + 0.15) / engine.params.substep)):  # the fall, the bounce
         engine.step(1)
         velocities.append(engine.body_state().velocity[-1, 2])
     velocities = np.array(velocities)
     bounced = np.flatnonzero(velocities > 0)[0]
     return velocities[bounced:].max() / -velocities[:bounced].min()
+
+
+def restitution_case(surface, drop, restitution, failing_today=None):
+    """A parameter set; ``failing_today``: the ratio it gives now, outside the tolerance (issue 22,
+    the contact solve, works on it): a strict xfail, so the day it passes the run fails and the
+    marker has to go."""
+    marks = ()
+    if failing_today is not None:
+        marks = pytest.mark.xfail(strict=True, reason=f"issue 22: {surface} drop {drop} m e={restitution} "
+                                                      f"rebounds at {failing_today} (outside +-5 %)")
+    return pytest.param(surface, drop, restitution, marks=marks, id=f"{surface}-{drop}m-e{restitution}")
+
+
+@pytest.mark.parametrize("surface, drop, restitution", [
+    restitution_case("ground", 0.5, 0.3, failing_today=0.284),
+    restitution_case("ground", 0.5, 0.6),
+    restitution_case("ground", 0.5, 0.9),
+    restitution_case("ground", 2.0, 0.3, failing_today=0.263),
+    restitution_case("ground", 2.0, 0.6),
+    restitution_case("ground", 2.0, 0.9),
+    restitution_case("cube", 0.5, 0.3, failing_today=0.339),
+    restitution_case("cube", 0.5, 0.6, failing_today=0.546),
+    restitution_case("cube", 0.5, 0.9, failing_today=0.829),
+    restitution_case("cube", 2.0, 0.3, failing_today=0.337),
+    restitution_case("cube", 2.0, 0.6, failing_today=0.543),
+    restitution_case("cube", 2.0, 0.9, failing_today=0.834),
+])
+def test_face_impact_rebounds_with_speed_ratio_e(surface, drop, restitution):
+    """README: a face impact rebounds with speed ratio e (to e^2 h): within 5 % of e, dropped flat
+    from two heights onto the ground and onto a cube resting on the ground."""
+    ratio = rebound_speed_ratio(on_cube=surface == "cube", restitution=restitution, drop=drop)
+    assert abs(ratio - restitution) <= 0.05 * restitution, ratio
 
 
 def test_restitution_zero_barely_rebounds():
@@ -93,7 +100,7 @@ def test_restitution_zero_barely_rebounds():
     assert rebound_speed_ratio(on_cube=True) < 0.2
 
 
-def incline_run(angle_degrees, seconds):
+def incline_run(angle_degrees, seconds, sleep_speed=0.0):
     theta = np.radians(angle_degrees)
     normal = np.array([0.0, -np.sin(theta), np.cos(theta)])  # the slope rises towards +y
     builder = ModelBuilder(RADIUS)
@@ -101,7 +108,7 @@ def incline_run(angle_degrees, seconds):
     builder.add_ground_plane(normal=normal, point=(0, 0, 0), material=material)
     rotation = axis_angle_quaternion((1, 0, 0), theta)  # rests flat on the slope
     add_cube(builder, normal * (CUBE_SIDE / 2), material=material, orientation=rotation)
-    engine = engine_for(builder)
+    engine = engine_for(builder, sleep_speed=sleep_speed)
     downhill = np.array([0.0, -np.cos(theta), -np.sin(theta)])
     run_for(engine, 0.3)  # settle onto the plane
     start = engine.body_state().position[0]
@@ -122,9 +129,10 @@ def test_cube_sticks_on_20_degree_incline():
 def test_cube_slides_on_35_degree_incline_with_coulomb_acceleration():
     times, distances, theta = incline_run(35.0, 1.0)
     expected = G * (np.sin(theta) - 0.5 * np.cos(theta))
-    # s = s0 + v0 t + a t^2 / 2: fit over the run
+    # s = s0 + v0 t + a t^2 / 2: fit over the run. The sliding contact is exact Coulomb friction
+    # (measured 1e-6 off); 1e-3 leaves room for float32 only
     a = 2 * np.polyfit(times, distances, 2)[0]
-    assert abs(a - expected) < 0.1 * expected, (a, expected)
+    assert abs(a - expected) < 1e-3 * expected, (a, expected)
 
 
 def test_two_body_collision_conserves_linear_momentum():
@@ -143,15 +151,111 @@ def test_two_body_collision_conserves_linear_momentum():
     assert np.linalg.norm(after - before) / scale < 1e-4
 
 
-def test_spinning_free_body_conserves_angular_momentum():
+def quaternion_product(a, b):
+    w1, x1, y1, z1 = a
+    w2, x2, y2, z2 = b
+    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+
+
+def torque_free_orientation(q0, angular_momentum, inv_inertia_body, seconds, h=5e-4):
+    """Euler's equations of a torque-free body, integrated with RK4 (the world angular momentum is
+    constant; q' = (0, w) q / 2 with w = R I^-1 R^T L). With |w| h ~ 2e-3 the step's error is
+    ~1e-11: exact for this test. (Independent of the engine's own quaternion helpers.)"""
+    def rate(q):
+        w, x, y, z = q / np.linalg.norm(q)
+        rotation = np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                             [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                             [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+        omega = rotation @ (inv_inertia_body @ (rotation.T @ angular_momentum))
+        return 0.5 * quaternion_product((0.0, *omega), q)
+
+    steps = int(round(seconds / h))
+    h = seconds / steps
+    q = np.array(q0, dtype=float)
+    for _ in range(steps):
+        k1 = rate(q)
+        k2 = rate(q + h / 2 * k1)
+        k3 = rate(q + h / 2 * k2)
+        k4 = rate(q + h * k3)
+        q = q + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+        q /= np.linalg.norm(q)
+    return q
+
+
+def tumbling_box(substep=None):
+    """A 2 x 1 x 0.5 box spinning about no principal axis: it tumbles (Euler's equations)."""
     builder = ModelBuilder(RADIUS)
     builder.add_body(cube_particles(1.0) * [2.0, 1.0, 0.5], mass=50.0, position=(0, 0, 0),
                      angular_velocity=(3.0, 1.0, 2.0), orientation=axis_angle_quaternion((0, 1, 1), 0.3))
+    return engine_for(builder, gravity=(0, 0, 0), substep=substep)
+
+
+def rotation_angle_degrees(q, p):
+    return 2 * np.degrees(np.arccos(min(1.0, abs(float(q @ p)))))
+
+
+def test_free_body_keeps_its_angular_momentum_and_tumbles_as_eulers_equations_say():
+    """README: a free body's angular momentum is conserved exactly (float32 rounding: 1e-6 measured),
+    and its orientation follows Euler's equations to first order in the substep: 2.0 degrees off
+    the exact solution after 1.5 s at the default substep (1.5 ms), half that at half the substep;
+    kinetic energy within 0.3 %."""
+    errors = []
+    for halving in (1, 2):
+        engine = tumbling_box()
+        if halving == 2:
+            engine = tumbling_box(substep=engine.params.substep / 2)
+        model = engine.model
+        momentum, energy = engine.angular_momentum(), engine.kinetic_energy()
+        engine.step(int(round(1.5 / engine.params.substep)))
+        assert np.linalg.norm(engine.angular_momentum() - momentum) / np.linalg.norm(momentum) < 2e-6
+        exact = torque_free_orientation(model.body_orientation[0], momentum.ravel(), model.body_inv_inertia_local[0],
+                                        engine.time)
+        got = engine.body_state().orientation[0]
+        assert rotation_angle_degrees(exact, model.body_orientation[0]) > 90  # it tumbled a long way
+        errors.append(rotation_angle_degrees(got, exact))
+        if halving == 1:
+            assert errors[0] < 2.5, errors
+            assert abs(engine.kinetic_energy() - energy) / energy < 4e-3
+    assert 1.8 < errors[0] / errors[1] < 2.2, errors  # first order: the error is the substep's
+
+
+def test_damping_follows_its_formula():
+    """Material damping is Blender's: a fraction of the velocity lost per second, v(t) = v0 (1 - d)^t,
+    linear and angular, and the path its integral. Zero gravity, no contacts."""
+    builder = ModelBuilder(RADIUS)
+    v0, w0 = np.array([2.0, 0.0, 1.0]), np.array([0.0, 0.0, 3.0])
+    add_cube(builder, (0, 0, 0), material=Material(linear_damping=0.3, angular_damping=0.6), velocity=v0,
+             angular_velocity=w0)
     engine = engine_for(builder, gravity=(0, 0, 0))
-    before = engine.angular_momentum()
-    energy_before = engine.kinetic_energy()
-    engine.step(1000)
-    after = engine.angular_momentum()
-    assert np.linalg.norm(after - before) / np.linalg.norm(before) < 5e-3
-    assert abs(engine.kinetic_energy() - energy_before) / energy_before < 0.05
-    assert abs(engine.body_state().orientation[0] @ [1, 0, 0, 0]) < 0.999  # it did turn
+    state = run_for(engine, 2.0)
+    t = engine.time
+    np.testing.assert_allclose(state.velocity[0], v0 * 0.7**t, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(state.angular_velocity[0], w0 * 0.4**t, rtol=1e-4, atol=1e-6)
+    # x(t) = v0 ((1 - d)^t - 1) / ln(1 - d); the step's sum differs by O(substep): 3e-4 measured
+    np.testing.assert_allclose(state.position[0], v0 * (0.7**t - 1) / np.log(0.7), rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("rolling_friction, speed", [(0.1, 1.0), (0.3, 2.0)])
+def test_rolling_resistance_decelerates_a_rolling_ball_as_its_formula_says(rolling_friction, speed):
+    """A one-particle ball rolling without slipping on the ground: the rolling-resistance couple
+    mu_r r N against the rolling slows it at a = mu_r r m g / (r (m + I / r^2)) = mu_r g / (1 + 2/3)
+    (a particle's own inertia is m d^2 / 6 = 2/3 m r^2, model.py)."""
+    r = 0.1
+    builder = ModelBuilder(r)
+    material = Material(friction=0.8, rolling_friction=rolling_friction)
+    builder.add_body(np.zeros((1, 3)), mass=1.0, position=(0, 0, r), velocity=(speed, 0, 0),
+                     angular_velocity=(0, speed / r, 0), material=material)
+    builder.add_ground_plane(0.0, material=material)
+    engine = engine_for(builder, sleep_speed=0.0)
+    run_for(engine, 0.2)  # settles into the ground by its weight (half a millimetre)
+    times, speeds = [], []
+    for _ in range(25):
+        state = run_for(engine, 0.02)
+        times.append(engine.time)
+        speeds.append(state.velocity[0, 0])
+        # rolling, not sliding: the contact point (where the force acts, a radius below the centre) is still
+        assert abs(state.angular_velocity[0, 1] * r - state.velocity[0, 0]) < 1e-4 * speed
+    deceleration = -np.polyfit(times, speeds, 1)[0]
+    expected = rolling_friction * G / (1 + 2 / 3)
+    assert abs(deceleration - expected) < 0.01 * expected, (deceleration, expected)

@@ -6,14 +6,17 @@ from addon.core import Material, ModelBuilder
 from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, engine_for, run_for
 
 
-def test_tower_of_ten_cubes_stands_for_ten_seconds():
+@pytest.mark.parametrize("sleeping", [False, True], ids=["awake", "sleeping"])
+def test_tower_of_ten_cubes_stands_for_ten_seconds(sleeping):
+    """Awake (no sleeping), creep of any speed would show; with sleeping, the tower must also come
+    to a complete stop (sleeping's point: a settled stack costs nothing and stays exactly put)."""
     builder = ModelBuilder(RADIUS)
     material = Material(friction=0.5, restitution=0.1)
     gap = 0.002  # placed a hair apart, as a user would
     for level in range(10):
         add_cube(builder, (0.0, 0.0, CUBE_SIDE / 2 + level * (CUBE_SIDE + gap)), material=material)
     builder.add_ground_plane(0.0, material=material)
-    engine = engine_for(builder)
+    engine = engine_for(builder, sleep_speed=0.02 if sleeping else 0.0)
     top_start = engine.model.body_position[-1].copy()
     heights = []
     for _ in range(10):
@@ -27,6 +30,17 @@ def test_tower_of_ten_cubes_stands_for_ten_seconds():
     assert np.all(np.diff(z) > 0.95 * CUBE_SIDE)
     assert abs(heights[-1] - heights[4]) < 1e-3  # settled, not sinking or oscillating
     assert np.all(np.linalg.norm(state.velocity, axis=1) < 1e-2)
+    if sleeping:
+        assert np.all(state.velocity == 0.0) and np.all(state.angular_velocity == 0.0)
+        return
+    # README, stiffness from a target: a particle under a column of material ten bodies tall sinks
+    # at most target x radius. The bottom cube carries ten cubes' weight on its face's 9 ground
+    # contacts, each the column of particles above it: by design it sinks exactly the target
+    # (1 % for float32 and the settling); the contact under level k carries (10 - k) / 10 of that.
+    sink = engine.settings.target_penetration * RADIUS
+    assert CUBE_SIDE / 2 - z[0] <= 1.01 * sink
+    overlaps = np.concatenate([[CUBE_SIDE / 2 - z[0]], CUBE_SIDE - np.diff(z)])
+    np.testing.assert_allclose(overlaps, sink * np.arange(10, 0, -1) / 10, rtol=0.01, atol=1e-3 * sink)
 
 
 def test_a_cube_nested_into_another_stops_moving():
