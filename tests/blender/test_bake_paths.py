@@ -1,0 +1,379 @@
+"""Bake paths the end-to-end tests in test_bake.py do not reach: the re-bake guard, the modal
+operator's invoke/modal/cancel, one-step undo, frame-step timing, scene gravity and settings,
+dynamic children of dynamic parents, constraints, delta rotations."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from prb_helpers import action_snapshot, add_cube, bpy, fresh_scene, scene_snapshot
+
+from addon.blender import bake, operators  # noqa: E402
+from addon.blender.job import BakeError, BakeJob, BakeOptions, pick_objects  # noqa: E402
+from test_bake import assert_keys_match_engine, run_job  # noqa: E402
+
+G = 9.81
+
+
+def key_values(obj, path, index):
+    curve = next(fc for fc in bake.action_fcurves(obj.animation_data.action)
+                 if fc.data_path == path and fc.array_index == index)
+    return [tuple(k.co) for k in curve.keyframe_points]
+
+
+def assert_plain_bake(obj, frame_count):
+    """The object's action is a bake: exactly location + its rotation channels, LINEAR keys on the
+    bake's frames and nothing else."""
+    action = obj.animation_data.action
+    assert bake.is_bake_action(action) and action.users == 1
+    curves = bake.action_fcurves(action)
+    assert sorted((fc.data_path, fc.array_index) for fc in curves) == sorted(
+        [("location", i) for i in range(3)] + [("rotation_euler", i) for i in range(3)])
+    for fc in curves:
+        assert len(fc.keyframe_points) == frame_count
+        assert {k.interpolation for k in fc.keyframe_points} == {"LINEAR"}
+
+
+# -- the re-bake guard: an earlier bake action is rewritten in place only if it is still untouched ----
+
+
+def test_rebake_never_writes_into_a_bake_action_another_object_uses(registered):
+    fresh_scene(1, 8)
+    obj = add_cube("Thrown", (0.0, 0.0, 1.0))
+    bpy.ops.object.select_all(action="DESELECT")
+    run_job()
+    first_bake = obj.animation_data.action
+    bpy.ops.mesh.primitive_cube_add(size=0.4, location=(3.0, 0.0, 1.0))
+    borrower = bpy.context.object
+    borrower.name = "Borrower"
+    borrower.prb.role = "IGNORED"
+    borrower.animation_data_create().action = first_bake  # the user reuses the bake on another object
+    if bake.layered_actions():
+        borrower.animation_data.action_slot = first_bake.slots[0]
+    borrowed = action_snapshot(first_bake)
+    obj.prb.initial_velocity = (3.0, 0.0, 0.0)
+    job, _ = run_job()
+    assert obj.animation_data.action != first_bake  # a new action, not the shared one rewritten
+    assert_plain_bake(obj, 8)
+    assert borrower.animation_data.action == first_bake
+    assert action_snapshot(first_bake) == borrowed  # the other object's animation is untouched
+    assert_keys_match_engine(job, [0, 7])
+
+
+def _interpolation_changed(obj):
+    bake.action_fcurves(obj.animation_data.action)[0].keyframe_points[3].interpolation = "BEZIER"
+
+
+def _key_inserted(obj):
+    obj.keyframe_insert("location", index=2, frame=4.5)  # a key between the bake's frames
+
+
+def _channel_added(obj):
+    """Scale keys on exactly the bake's frames, LINEAR: only the channel set tells them apart."""
+    for frame in range(1, 9):
+        obj.keyframe_insert("scale", index=0, frame=frame)
+    for fc in bake.action_fcurves(obj.animation_data.action):
+        for key in fc.keyframe_points:
+            key.interpolation = "LINEAR"
+
+
+@pytest.mark.parametrize("edit", [_interpolation_changed, _key_inserted, _channel_added],
+                         ids=["interpolation", "extra key", "extra channel"])
+def test_rebake_replaces_a_bake_action_edited_by_hand(registered, edit):
+    """A re-bake over the same frames writes into the earlier bake's keys only while they are
+    exactly the bake's (bake.py, _reusable_curves); an action the user edited is replaced by a
+    plain bake, so no edit survives half-overwritten."""
+    fresh_scene(1, 8)
+    obj = add_cube("Edited", (0.0, 0.0, 1.0))
+    bpy.ops.object.select_all(action="DESELECT")
+    run_job()
+    edit(obj)
+    obj.prb.initial_velocity = (3.0, 0.0, 0.0)
+    job, _ = run_job()
+    assert_plain_bake(obj, 8)
+    assert obj.animation_data.action.name == "PRB_Bake_Edited"
+    assert_keys_match_engine(job, [0, 3, 7])
+
+
+# -- the modal operator: invoke, modal until done, cancel ------------------------------------------------
+
+
+class _WindowManager:
+    """The window manager calls of the modal path, recorded (background bpy has no window)."""
+
+    def __init__(self, real):
+        self.real, self.timers, self.handlers = real, [], []
+
+    def event_timer_add(self, interval, window=None):
+        timer = SimpleNamespace(interval=interval, window=window)
+        self.timers.append(timer)
+        return timer
+
+    def event_timer_remove(self, timer):
+        self.timers.remove(timer)
+
+    def modal_handler_add(self, operator):
+        self.handlers.append(operator)
+        return True
+
+    def __getattr__(self, name):  # progress_begin/update/end
+        return getattr(self.real, name)
+
+
+class _WindowContext:
+    """bpy.context as a window would give it to invoke(): a window, its window manager."""
+
+    def __init__(self):
+        self.window = SimpleNamespace(name="window")
+        self.window_manager = _WindowManager(bpy.context.window_manager)
+        self.workspace = self.area = self.screen = None
+
+    def __getattr__(self, name):
+        return getattr(bpy.context, name)
+
+
+class _Event:
+    def __init__(self, type_, value="NOTHING"):
+        self.type, self.value = type_, value
+
+
+def _operator(monkeypatch):
+    """PRB_OT_simulate_bake's own methods on a plain object (Blender creates operator instances
+    only through bpy.ops, which runs execute() in background mode), with bpy.app.background
+    False for the operator module, as in a Blender window."""
+    Op = operators.PRB_OT_simulate_bake
+    app = SimpleNamespace(background=False)
+    monkeypatch.setattr(operators, "bpy", SimpleNamespace(app=app, context=bpy.context, data=bpy.data))
+
+    class Operator:
+        invoke, modal, cancel, execute = Op.invoke, Op.modal, Op.cancel, Op.execute
+        _make_job, _status, _end, _finish_report = Op._make_job, Op._status, Op._end, Op._finish_report
+        backend = "opencl"
+        _job = None
+        _timer = None
+
+        def __init__(self):
+            self.reports = []
+
+        def report(self, kind, message):
+            self.reports.append((kind, message))
+
+    return Operator()
+
+
+def _scene_for_the_operator():
+    fresh_scene(1, 10)
+    add_cube("A", (0.0, 0.0, 1.0)).prb.initial_angular_velocity = (0.0, 3.0, 0.0)
+    add_cube("B", (2.0, 0.0, 1.0))
+    bpy.ops.object.select_all(action="DESELECT")
+
+
+def test_modal_operator_invokes_runs_to_the_end_and_bakes(registered, monkeypatch):
+    monkeypatch.setattr(operators, "STEP_BUDGET", 0.0)  # one frame per timer event
+    _scene_for_the_operator()
+    op, context = _operator(monkeypatch), _WindowContext()
+    wm = context.window_manager
+    assert op.invoke(context, _Event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
+    assert wm.handlers == [op] and len(wm.timers) == 1 and wm.timers[0].window is context.window
+    job = op._job
+    assert job.live and job.frames_done == 0
+    start = tuple(bpy.data.objects["A"].location)
+    results = [op.modal(context, _Event("TIMER"))]
+    assert results[0] == {"RUNNING_MODAL"} and job.frames_done == 1
+    assert tuple(bpy.data.objects["A"].location) != start  # the live view shows the simulated frame
+    assert op.modal(context, _Event("MOUSEMOVE")) == {"PASS_THROUGH"}  # the UI stays usable
+    while results[-1] == {"RUNNING_MODAL"} and len(results) < 100:
+        results.append(op.modal(context, _Event("TIMER")))
+    assert results[-1] == {"FINISHED"} and len(results) == job.frames_total, op.reports
+    assert wm.timers == [] and op._job is None  # the timer is removed with the job
+    assert op.reports[-1][0] == {"INFO"} and "Baked 2 bodies" in op.reports[-1][1]
+    for name in ("A", "B"):
+        assert bpy.data.objects[name].animation_data.action.name == f"PRB_Bake_{name}"
+    assert_keys_match_engine(job, [0, 5, job.frames_total])
+
+
+def test_modal_operator_cancelled_from_outside_leaves_the_scene_as_it_was(registered, monkeypatch):
+    """Blender calls cancel() when a modal operator is stopped from outside (file load, quit)."""
+    monkeypatch.setattr(operators, "STEP_BUDGET", 0.0)
+    _scene_for_the_operator()
+    before = scene_snapshot()
+    op, context = _operator(monkeypatch), _WindowContext()
+    assert op.invoke(context, _Event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
+    for _ in range(3):
+        assert op.modal(context, _Event("TIMER")) == {"RUNNING_MODAL"}
+    assert scene_snapshot() != before  # the live view moved the objects
+    op.cancel(context)
+    assert scene_snapshot() == before
+    assert context.window_manager.timers == [] and op._job is None
+
+
+def test_modal_operator_with_nothing_to_bake_reports_and_adds_no_timer(registered, monkeypatch):
+    fresh_scene(1, 10)
+    before = scene_snapshot()
+    op, context = _operator(monkeypatch), _WindowContext()
+    assert op.invoke(context, _Event("LEFTMOUSE", "PRESS")) == {"CANCELLED"}
+    assert "nothing to simulate" in op.reports[-1][1]
+    assert context.window_manager.timers == [] and context.window_manager.handlers == []
+    assert scene_snapshot() == before
+
+
+# -- undo ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("operator", ["simulate_bake", "clear_bake"])
+def test_one_undo_step_takes_the_operator_back(registered, operator):
+    """bpy.ops.<op>('EXEC_DEFAULT', True) pushes the undo step Blender pushes after an operator
+    with the UNDO option (the step a user's Ctrl+Z takes back); background bpy keeps an undo
+    stack. One undo must restore the scene exactly, and redo bring the result back."""
+    _scene_for_the_operator()
+    if operator == "clear_bake":
+        run_job()
+    bpy.ops.ed.undo_push(message="before")
+    before = scene_snapshot()
+    assert getattr(bpy.ops.prb, operator)("EXEC_DEFAULT", True) == {"FINISHED"}
+    after = scene_snapshot()
+    assert after != before
+    bpy.ops.ed.undo()
+    assert scene_snapshot() == before
+    bpy.ops.ed.redo()
+    assert scene_snapshot() == after
+
+
+# -- timing, gravity, settings -------------------------------------------------------------------------
+
+
+def test_frame_step_keys_are_frame_step_frames_of_simulated_time_apart(registered):
+    """A free fall keyed every 4th frame at 24 fps: the key at frame 1 + 4k is 4k/24 s into the fall."""
+    scene = fresh_scene(1, 13)
+    scene.render.fps, scene.render.fps_base = 24, 1.0
+    obj = add_cube("Falling", (0.0, 0.0, 10.0))
+    bpy.ops.object.select_all(action="DESELECT")
+    job, _ = run_job(frame_step=4)
+    z = key_values(obj, "location", 2)
+    assert [frame for frame, _ in z] == [1, 5, 9, 13]
+    for k, (frame, value) in enumerate(z):
+        t = 4 * k / 24
+        # semi-implicit Euler: exact up to g t substep / 2 (< 2 mm here)
+        assert abs(value - (10.0 - 0.5 * G * t * t)) < 3e-3, (frame, value)
+
+
+@pytest.mark.parametrize("use_gravity", [True, False])
+def test_the_scene_gravity_drives_the_bake(registered, use_gravity):
+    scene = fresh_scene(1, 13)
+    scene.render.fps, scene.render.fps_base = 24, 1.0
+    scene.use_gravity = use_gravity
+    scene.gravity = (1.5, 0.0, -3.0)
+    obj = add_cube("Falling", (0.0, 0.0, 10.0))
+    bpy.ops.object.select_all(action="DESELECT")
+    job, _ = run_job()
+    t = 12 / 24
+    expected = np.array([0.0, 0.0, 10.0]) + (0.5 * np.array(scene.gravity) * t * t if use_gravity else 0.0)
+    scene.frame_set(13)
+    np.testing.assert_allclose(np.array(obj.matrix_world.translation), expected, atol=3e-3)
+
+
+def test_scene_settings_reach_the_simulation(registered):
+    scene = fresh_scene(1, 40)
+    add_cube("Cube", (0.0, 0.0, 1.0))
+    bpy.ops.object.select_all(action="DESELECT")
+    s = scene.prb_settings
+    s.use_scene_frame_range = False
+    s.frame_start, s.frame_end, s.frame_step = 3, 11, 2
+    s.substeps_mode, s.substeps = "MANUAL", 37
+    s.radius_mode, s.particle_radius = "MANUAL", 0.05
+    s.target_penetration = 0.1
+    s.use_sleep, s.sleep_speed, s.sleep_time = True, 0.05, 0.7
+    s.max_particles = 5000
+    options = BakeOptions.from_scene(scene)
+    assert (options.frame_start, options.frame_end, options.frame_step) == (3, 11, 2)
+    assert (options.substeps, options.radius, options.target_penetration) == (37, pytest.approx(0.05), pytest.approx(0.1))
+    assert (options.sleep_speed, options.sleep_time) == (pytest.approx(0.05), pytest.approx(0.7))
+    assert options.max_particles == 5000 and options.device is None
+    dynamic, static = pick_objects(bpy.context)
+    job = BakeJob(bpy.context, dynamic, static, options)
+    job.start()
+    try:
+        settings = job.sim.settings
+        assert job.sim.substeps_per_frame == 37 and job.converted.radius == pytest.approx(0.05)
+        assert settings.target_penetration == pytest.approx(0.1)
+        assert (settings.sleep_speed, settings.sleep_time) == (pytest.approx(0.05), pytest.approx(0.7))
+        assert list(job.key_frames()) == [3, 5, 7, 9, 11]
+    finally:
+        job.cancel()
+    s.use_sleep = False
+    assert BakeOptions.from_scene(scene).sleep_speed == 0.0
+    s.use_scene_frame_range = True
+    assert (BakeOptions.from_scene(scene).frame_start, BakeOptions.from_scene(scene).frame_end) == (1, 40)
+    s.max_particles = 10  # the limit is the scene's: the 0.4 m cube at radius 0.05 needs 64
+    with pytest.raises(BakeError, match="limit of 10"):
+        BakeJob(bpy.context, dynamic, static, BakeOptions.from_scene(scene)).start()
+
+
+# -- hierarchies, constraints, delta transforms ---------------------------------------------------------
+
+
+def test_dynamic_child_of_a_dynamic_parent_follows_the_engine(registered):
+    """Both simulated: the child's keys are relative to its parent's baked motion."""
+    fresh_scene(1, 10)
+    parent = add_cube("Parent", (0.0, 0.0, 2.0), rotation=(0.3, 0.0, 0.5))
+    parent.prb.initial_angular_velocity = (0.0, 0.0, 4.0)
+    parent.prb.initial_velocity = (1.0, 0.0, 0.0)
+    child = add_cube("Child", (1.0, 0.5, 2.5), rotation=(0.0, 0.2, 0.0))
+    world = child.matrix_world.copy()
+    child.parent = parent
+    child.matrix_world = world
+    bpy.context.view_layer.update()
+    bpy.ops.object.select_all(action="DESELECT")
+    job, _ = run_job()
+    assert {o.name for o in job.objects} == {"Child", "Parent"}
+    assert_keys_match_engine(job, [0, 4, 9])
+    assert child.animation_data.action.name == "PRB_Bake_Child"
+
+
+def test_child_of_a_parent_moved_by_a_constraint_follows_the_engine(registered):
+    """The parent has no keys of its own: a Copy Location constraint moves it after an animated
+    target, so its motion must be sampled frame by frame (job._animated_chain)."""
+    fresh_scene(1, 10)
+    bpy.ops.object.empty_add(location=(0.0, 0.0, 0.0))
+    target = bpy.context.object
+    target.name = "Target"
+    target.keyframe_insert("location", frame=1)
+    target.location = (3.0, 1.0, 2.0)
+    target.keyframe_insert("location", frame=10)
+    bpy.ops.object.empty_add(location=(0.0, 0.0, 0.0))
+    holder = bpy.context.object
+    holder.name = "Holder"
+    constraint = holder.constraints.new("COPY_LOCATION")
+    constraint.target = target
+    for o in (target, holder):
+        o.prb.role = "IGNORED"
+    bpy.context.scene.frame_set(1)
+    kid = add_cube("Kid", (0.5, 0.0, 2.0))
+    kid.parent = holder
+    bpy.context.view_layer.update()
+    bpy.ops.object.select_all(action="DESELECT")
+    job, _ = run_job()
+    assert [o.name for o in job.objects] == ["Kid"]
+    assert_keys_match_engine(job, [0, 4, 9])
+    assert holder.animation_data is None  # the constrained parent was not keyed
+
+
+def test_delta_rotations_are_taken_out_of_the_keys(registered):
+    """Blender composes delta rotation @ rotation; the keyed rotation must leave the delta out so
+    the world matrix is the engine's (euler and quaternion deltas, with a delta location)."""
+    fresh_scene(1, 10)
+    euler = add_cube("DeltaEuler", (0.0, 0.0, 1.0), rotation=(0.1, 0.2, 0.3))
+    euler.delta_rotation_euler = (0.4, -0.3, 0.8)
+    euler.delta_location = (0.2, 0.0, 0.1)
+    euler.prb.initial_angular_velocity = (2.0, 0.0, 1.0)
+    quat = add_cube("DeltaQuat", (2.0, 0.0, 1.0), rotation=(0.0, 0.3, 0.0), rotation_mode="QUATERNION")
+    quat.delta_rotation_quaternion = (0.8, 0.2, -0.4, 0.4)
+    quat.prb.initial_angular_velocity = (0.0, 3.0, 0.0)
+    bpy.context.view_layer.update()
+    bpy.ops.object.select_all(action="DESELECT")
+    job, _ = run_job()
+    assert {o.name for o in job.objects} == {"DeltaEuler", "DeltaQuat"}
+    assert_keys_match_engine(job, [0, 4, 9])
+    assert tuple(euler.delta_rotation_euler) == pytest.approx((0.4, -0.3, 0.8))  # left as the user set it
