@@ -1,7 +1,7 @@
 """Bake to instances at scale on this machine: cache write time, cache size, peak memory, and the time
 Blender takes to evaluate one frame of the result (target <= 40 ms at 100k bodies: 24 fps playback).
 
-    python bench/instances_bench.py                                  # 100k bodies x 250 frames
+    python bench/instances_bench.py --out bench/results/instances_100k_cpu.json   # 100k bodies x 250 frames
     python bench/instances_bench.py --bodies 10000 --frames 50 --out /tmp/x.json
 
 The poses are made up (bodies falling and tumbling in a block), not simulated: this measures the cache,
@@ -10,7 +10,10 @@ not the engine (bench/instances_gpu_bench.py times both together). Write phase: 
 Blender phase (bpy module): a saved .blend with four body meshes, the cache object built by
 addon.blender.bake_instances, then ``scene.frame_set`` timed on frames spread over the range (each one
 reads the frame from the PC2 file, turns the points into instances), and one walk over
-``depsgraph.object_instances`` (what a render engine does on export).
+``depsgraph.object_instances`` (what a render engine does on export). Wall and CPU time (all of this
+process's threads) of each evaluation are both kept: on the shared 2-core VM the wall time mostly
+measures the other processes (the JSON keeps the load average), the CPU time what the evaluation
+costs; and the CPU time with one of the two modifiers at a time says which one costs it.
 Figures, never a timed test: JSON with the machine under bench/results.
 """
 from __future__ import annotations
@@ -72,23 +75,26 @@ def write_phase(path: str, bodies: int, frames: int, fps: float = 24.0) -> dict:
     com = np.zeros((bodies, 3))
     matrix = np.broadcast_to(np.identity(4), (bodies, 4, 4)).copy()
     tracemalloc.start()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     frames_body = point_cache.BodyFrames(com, matrix)
     del matrix
     writer = point_cache.PointCacheWriter(path, bodies * point_cache.POINTS_PER_BODY, frames)
     out = np.empty((bodies * point_cache.POINTS_PER_BODY, 3), dtype=np.float32)
-    pose_s = 0.0
+    pose_s = pose_cpu_s = 0.0
     for f in range(frames):
-        p0 = time.perf_counter()
+        p0, q0 = time.perf_counter(), time.process_time()
         positions, quats = pose(f / fps)  # stands in for the simulation: not part of the writing
         pose_s += time.perf_counter() - p0
+        pose_cpu_s += time.process_time() - q0
         writer.write(frames_body.points(positions, quats, out=out))
     writer.commit()
     total = time.perf_counter() - t0
+    write_cpu_s = time.process_time() - c0 - pose_cpu_s
     _current, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     write_s = total - pose_s
     return dict(cache_write_s=round(write_s, 3), cache_write_ms_per_frame=round(1e3 * write_s / frames, 2),
+                cache_write_cpu_s=round(write_cpu_s, 3), cache_write_cpu_ms_per_frame=round(1e3 * write_cpu_s / frames, 2),
                 cache_bytes=os.path.getsize(path), cache_bytes_expected=point_cache.cache_size(bodies, frames),
                 write_peak_traced_bytes=peak)
 
@@ -133,22 +139,39 @@ def blender_phase(folder: str, cache_path: str, bodies: int, frames: int, sample
     scene.frame_set(1)
     first_eval_s = time.perf_counter() - t0
     checked = sorted(set(np.linspace(2, samples, 12).astype(int).tolist()))
-    eval_ms = []
+    eval_ms, eval_cpu_ms = [], []
     for frame in checked:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         scene.frame_set(frame)
         eval_ms.append(1e3 * (time.perf_counter() - t0))
+        eval_cpu_ms.append(1e3 * (time.process_time() - c0))
+    # the same frames with one modifier at a time: where the time goes
+    split = {}
+    for only in ("PRB Point Cache", "PRB Instances"):
+        for mod in cache.modifiers:
+            mod.show_viewport = mod.name == only
+        times = []
+        for frame in checked:
+            c0 = time.process_time()
+            scene.frame_set(frame)
+            times.append(1e3 * (time.process_time() - c0))
+        split[only] = round(float(np.median(times)), 1)
+    for mod in cache.modifiers:
+        mod.show_viewport = True
+    scene.frame_set(checked[-1])
     deps = bpy.context.evaluated_depsgraph_get()
     t0 = time.perf_counter()
     count = sum(1 for inst in deps.object_instances if inst.is_instance)
     walk_s = time.perf_counter() - t0
     if count != bodies:
         raise SystemExit(f"expected {bodies} instances, Blender made {count}")
-    del cache
     return dict(bpy=bpy.app.version_string, build_cache_object_s=round(build_s, 3), blend_bytes=blend_bytes,
                 first_frame_eval_s=round(first_eval_s, 3), frames_timed=checked,
                 frame_eval_ms=[round(x, 1) for x in eval_ms], frame_eval_ms_median=round(float(np.median(eval_ms)), 1),
-                frame_eval_ms_max=round(max(eval_ms), 1), object_instances_walk_s=round(walk_s, 3),
+                frame_eval_ms_max=round(max(eval_ms), 1),
+                frame_eval_cpu_ms=[round(x, 1) for x in eval_cpu_ms],
+                frame_eval_cpu_ms_median=round(float(np.median(eval_cpu_ms)), 1),
+                frame_eval_cpu_ms_median_one_modifier=split, object_instances_walk_s=round(walk_s, 3),
                 instances=count)
 
 
@@ -156,7 +179,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bodies", type=int, default=100_000)
     ap.add_argument("--frames", type=int, default=250)
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "instances_100k_cpu.json"))
+    ap.add_argument("--out", default=str(ROOT / "out" / "instances_bench.json"))
     args = ap.parse_args()
     folder = tempfile.mkdtemp(prefix="prb-instances-bench-")
     try:

@@ -203,9 +203,10 @@ class InstanceBake:
 
 
 def _proxy_key(obj):
-    """Objects sharing a proxy: same data-block, no modifiers, materials from the data."""
+    """Objects sharing a proxy: same data-block, no modifiers, materials from the data, same object
+    colour (materials read it through Object Info; an instance reads its proxy's)."""
     if obj.type == "MESH" and not len(obj.modifiers) and all(s.link == "DATA" for s in obj.material_slots):
-        return ("data", obj.data.name_full)
+        return ("data", obj.data.name_full, tuple(round(c, 4) for c in obj.color))
     return ("object", obj.name_full)
 
 

@@ -24,7 +24,6 @@ import struct
 
 import numpy as np
 
-from .model import quaternion_to_matrix
 
 SIGNATURE = b"POINTCACHE2\0"
 VERSION = 1
@@ -33,6 +32,9 @@ POINTS_PER_BODY = 3
 # Distance of the axis tips from the origin point. One metre keeps the axis directions read back from
 # float32 points accurate to ~1e-7 x |position| radians, far below what shows.
 AXIS_LENGTH = 1.0
+# Bodies per block of ``BodyFrames.points``: small enough that a block's float32 temporaries stay in
+# cache, large enough that numpy's per-call cost does not show.
+BLOCK_BODIES = 16384
 
 
 def _header(points: int, start_frame: float, sample_rate: float, samples: int) -> bytes:
@@ -91,21 +93,51 @@ class BodyFrames:
         origin = start[:, :3, 3] - com
         self.offsets = np.stack([origin, origin + AXIS_LENGTH * axes[:, :, 0], origin + AXIS_LENGTH * axes[:, :, 1]],
                                 axis=1)
+        self._offsets32 = self.offsets.astype(np.float32)
 
     @property
     def body_count(self) -> int:
         return self.offsets.shape[0]
 
-    def points(self, positions, orientations, out: np.ndarray | None = None) -> np.ndarray:
-        """(B * 3, 3) float32 cache points of one frame: body b's points are rows 3b, 3b+1, 3b+2."""
-        q = np.asarray(orientations, dtype=np.float64)
-        rot = quaternion_to_matrix(q / np.linalg.norm(q, axis=-1, keepdims=True))  # (B, 3, 3)
-        world = np.einsum("bij,bpj->bpi", rot, self.offsets)
-        world += np.asarray(positions, dtype=np.float64)[:, None, :]
+    def points(self, positions, orientations, out: np.ndarray | None = None, pool=None) -> np.ndarray:
+        """(B * 3, 3) float32 cache points of one frame: body b's points are rows 3b, 3b+1, 3b+2.
+
+        ``pool`` (a concurrent.futures executor): compute blocks of bodies on its threads (numpy
+        releases the GIL), for the 100k-1M bodies of a GPU simulation.
+        """
+        count = self.body_count
         if out is None:
-            out = np.empty((self.body_count * POINTS_PER_BODY, 3), dtype=np.float32)
-        out.reshape(self.body_count, POINTS_PER_BODY, 3)[:] = world
+            out = np.empty((count * POINTS_PER_BODY, 3), dtype=np.float32)
+        blocks = range(0, count, BLOCK_BODIES)
+        if pool is None or len(blocks) == 1:
+            for start in blocks:
+                self._block(positions, orientations, out, start)
+        else:
+            for done in [pool.submit(self._block, positions, orientations, out, start) for start in blocks]:
+                done.result()
         return out
+
+    def _block(self, positions, orientations, out, start: int) -> None:
+        """Points of bodies start .. start + BLOCK_BODIES: each offset turned by its quaternion
+        (v + 2w (u x v) + 2 u x (u x v)), plus the position.
+
+        In float32, like the cache: against float64 rotation matrices and einsum this is 2.3x faster
+        (100k bodies: 31 against 73 ms on the 2-core VM) and differs by less than 1e-6 m at 10 m.
+        """
+        stop = min(start + BLOCK_BODIES, self.body_count)
+        q = np.asarray(orientations[start:stop], dtype=np.float32)
+        q = q / np.sqrt(np.einsum("bi,bi->b", q, q))[:, None]
+        w, ux, uy, uz = q[:, 0:1], q[:, 1:2], q[:, 2:3], q[:, 3:4]  # (n, 1): broadcast over the 3 points
+        v = self._offsets32[start:stop]
+        vx, vy, vz = v[..., 0], v[..., 1], v[..., 2]
+        tx = 2 * (uy * vz - uz * vy)
+        ty = 2 * (uz * vx - ux * vz)
+        tz = 2 * (ux * vy - uy * vx)
+        p = np.asarray(positions[start:stop], dtype=np.float32)
+        o = out.reshape(self.body_count, POINTS_PER_BODY, 3)[start:stop]
+        o[..., 0] = vx + w * tx + (uy * tz - uz * ty) + p[:, 0:1]
+        o[..., 1] = vy + w * ty + (uz * tx - ux * tz) + p[:, 1:2]
+        o[..., 2] = vz + w * tz + (ux * ty - uy * tx) + p[:, 2:3]
 
 
 class PointCacheWriter:
@@ -192,12 +224,15 @@ class BackgroundCacheWriter:
     loop waited for it.
     """
 
-    def __init__(self, body_frames: BodyFrames, writer: PointCacheWriter):
+    def __init__(self, body_frames: BodyFrames, writer: PointCacheWriter, threads: int | None = None):
         from concurrent.futures import ThreadPoolExecutor
 
         self.body_frames = body_frames
         self.writer = writer
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="prb-cache")
+        # blocks of bodies in parallel (threads: all cores by default; 1: none)
+        threads = (os.cpu_count() or 1) if threads is None else threads
+        self._blocks = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="prb-points") if threads > 1 else None
         self._pending = None
         self._buffers = [np.empty((writer.points, 3), dtype=np.float32) for _ in range(2)]
         self._next = 0
@@ -208,7 +243,7 @@ class BackgroundCacheWriter:
         import time
 
         t0 = time.perf_counter()
-        self.writer.write(self.body_frames.points(positions, orientations, out=out))
+        self.writer.write(self.body_frames.points(positions, orientations, out=out, pool=self._blocks))
         self.seconds += time.perf_counter() - t0
 
     def _wait(self) -> None:
@@ -227,11 +262,16 @@ class BackgroundCacheWriter:
         self._next ^= 1
         self._pending = self._pool.submit(self._work, positions, orientations, out)
 
+    def _shutdown(self) -> None:
+        self._pool.shutdown()
+        if self._blocks is not None:
+            self._blocks.shutdown()
+
     def commit(self) -> str:
         try:
             self._wait()
         finally:
-            self._pool.shutdown()
+            self._shutdown()
         return self.writer.commit()
 
     def discard(self) -> None:
@@ -240,5 +280,5 @@ class BackgroundCacheWriter:
         except Exception:
             pass
         finally:
-            self._pool.shutdown()
+            self._shutdown()
             self.writer.discard()

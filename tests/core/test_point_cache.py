@@ -39,7 +39,9 @@ def rebuilt_matrices(points: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return m
 
 
-def test_points_rebuild_the_world_matrix_of_every_pose():
+@pytest.mark.parametrize("block", [64, 16])
+def test_points_rebuild_the_world_matrix_of_every_pose(monkeypatch, block):
+    monkeypatch.setattr(point_cache, "BLOCK_BODIES", block)  # one block, and several
     start, com = random_bodies(50)
     frames = point_cache.BodyFrames(com, start)
     rng = np.random.default_rng(1)
@@ -88,7 +90,8 @@ def test_an_unfinished_or_discarded_cache_leaves_the_earlier_one(tmp_path):
     assert path.read_bytes() == b"earlier" and os.listdir(tmp_path) == ["cache.pc2"]
 
 
-def test_background_writer_writes_the_same_file(tmp_path):
+def test_background_writer_writes_the_same_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(point_cache, "BLOCK_BODIES", 7)  # three blocks of bodies, on two threads
     start, com = random_bodies(20)
     frames = point_cache.BodyFrames(com, start)
     rng = np.random.default_rng(2)
@@ -97,7 +100,8 @@ def test_background_writer_writes_the_same_file(tmp_path):
     for p, q in poses:
         inline.write(frames.points(p, q))
     inline.commit()
-    worker = point_cache.BackgroundCacheWriter(frames, point_cache.PointCacheWriter(str(tmp_path / "b.pc2"), 60, 5))
+    worker = point_cache.BackgroundCacheWriter(frames, point_cache.PointCacheWriter(str(tmp_path / "b.pc2"), 60, 5),
+                                               threads=2)
     for p, q in poses:
         worker.submit(p, q)
     worker.commit()
