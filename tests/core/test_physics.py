@@ -92,6 +92,14 @@ def test_face_impact_rebounds_with_speed_ratio_e(surface, drop, restitution):
     assert abs(ratio - restitution) <= 0.05 * restitution, ratio
 
 
+@pytest.mark.parametrize("restitution", [0.3, 0.6, 0.9])
+def test_face_impact_on_another_body_rebounds_within_the_readme_bound(restitution):
+    """README, limits: between two bodies the speed ratio is within about 15 % of e (0.339, 0.546,
+    0.829 measured for a 0.5 m drop; the +-5 % target above is issue 22's)."""
+    ratio = rebound_speed_ratio(on_cube=True, restitution=restitution, drop=0.5)
+    assert abs(ratio - restitution) <= 0.15 * restitution, ratio
+
+
 def test_restitution_zero_barely_rebounds():
     """Restitution 0 on the ground keeps its calibration (the most damping the explicit step
     allows: 0.03 of the impact speed). On a cube resting on the ground the damping cap
