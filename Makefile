@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-bpy-$(BPY_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: scenes venv bench-venv demo test test-core test-blender test-blender-versions compare-baseline bench bench-keys bench-convert bench-vs-blender extension gui-test clean
+.PHONY: scenes venv bench-venv demo test test-core test-gpu test-blender test-blender-versions compare-baseline bench bench-keys bench-convert bench-vs-blender extension gui-test clean
 
 venv: $(STAMP)
 
@@ -45,6 +45,14 @@ test: venv
 
 test-core: venv
 	$(VPY) -m pytest tests/core $(PYTEST_ARGS)
+
+## The engine tests on a GPU, recorded with the machine (JSON + log): tests/core on the device, its
+## trajectories against the NumPy reference, two runs bit-identical (tools/gpu_tests.py).
+## GPU_DEVICE=cpu is a dry run on the CPU. On the lent NVIDIA machine: bash tools/gpu_tests.sh.
+GPU_DEVICE ?= gpu
+GPU_TESTS_OUT ?= out/gpu_tests.json
+test-gpu: venv
+	$(VPY) tools/gpu_tests.py --device $(GPU_DEVICE) --out $(GPU_TESTS_OUT)
 
 test-blender: venv
 	$(VPY) -m pytest tests/blender $(PYTEST_ARGS)

@@ -49,12 +49,14 @@ def test_kernels_match_numpy_reference_over_100_substeps(body_lanes, monkeypatch
         kernels.step(10)
         contacts_seen += len(kernels.contact_pairs())
         expected, got = reference.body_state(), kernels.body_state()
-        np.testing.assert_allclose(got.position, expected.position, rtol=0, atol=2e-4)
-        np.testing.assert_allclose(got.velocity, expected.velocity, rtol=0, atol=2e-3)
-        np.testing.assert_allclose(got.angular_velocity, expected.angular_velocity, rtol=1e-3, atol=5e-3)
+        # float32 kernels against the float64 step, about 5x the largest differences measured on
+        # PoCL over the 100 substeps (3.3e-6 m, 1.2e-4 m/s, 4.5e-4 rad/s, 1.3e-7)
+        np.testing.assert_allclose(got.position, expected.position, rtol=0, atol=2e-5)
+        np.testing.assert_allclose(got.velocity, expected.velocity, rtol=0, atol=6e-4)
+        np.testing.assert_allclose(got.angular_velocity, expected.angular_velocity, rtol=0, atol=2e-3)
         # q and -q are the same rotation
         dots = np.abs(np.einsum("bi,bi->b", got.orientation, expected.orientation))
-        np.testing.assert_allclose(dots, 1.0, atol=1e-5)
+        np.testing.assert_allclose(dots, 1.0, atol=1e-6)
     assert contacts_seen > 500
     # the motion was not trivial: bodies moved by centimetres at least
     assert np.abs(reference.body_state().position - model.body_position).max() > 0.05

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""The engine tests on a GPU, recorded: what CI (2 CPU cores, no GPU) cannot run.
+
+    python tools/gpu_tests.py --device gpu --out out/gpu_tests.json     # on the NVIDIA machine
+    make test-gpu                                                       # the same through make
+    make test-gpu GPU_DEVICE=cpu                                        # dry run on the CPU (PoCL)
+
+Three checks, written to one JSON (with the machine and the device) and a log beside it:
+1. tests/core with PRB_OPENCL_DEVICE set to the device (per-test outcomes from pytest's JUnit XML).
+2. Trajectories on the device against the NumPy reference step (float64, on the CPU), over 100
+   substeps of the colliding scene of tests/core/test_reference_agreement.py, with 1 and with 8
+   lanes per body (PRB_BODY_LANES: 8 is the GPU path, a tree sum of each body's forces; 1 the CPU
+   path), within that test's tolerances: position 2e-5 m, velocity 6e-4 m/s, angular velocity
+   2e-3 rad/s, orientation |q.q'| within 1e-6 of 1. Also against a CPU OpenCL device when the
+   machine has one.
+3. Two runs of a tumbling 48-cube pile (400 substeps) on the device, for each lane count:
+   bit-identical (the README's "two runs on one device give identical results").
+Exit status 0 only when all three pass.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+# tests/core/test_reference_agreement.py's (about 5x what PoCL gives)
+TOLERANCES = dict(position=2e-5, velocity=6e-4, angular_velocity_rtol=0.0, angular_velocity_atol=2e-3,
+                  orientation=1e-6)
+
+
+def machine(device) -> dict:
+    from bench.machine import cpu_model
+
+    info = dict(hostname=platform.node(), cpu=cpu_model(), cores=os.cpu_count(), python=platform.python_version(),
+                platform=platform.platform(), device=device.label, device_selector=device.selector,
+                device_is_gpu=device.is_gpu, device_memory_gib=round(device.global_memory / 2**30, 1))
+    try:
+        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=30)
+        if smi.returncode == 0:
+            info["nvidia_smi"] = smi.stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    import pyopencl
+
+    info["pyopencl"] = pyopencl.VERSION_TEXT
+    info["numpy"] = np.__version__
+    return info
+
+
+def run_core_tests(selector: str, log) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        env = dict(os.environ, PRB_OPENCL_DEVICE=selector, PYTHONPATH=os.pathsep.join(
+            [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+        proc = subprocess.run([sys.executable, "-m", "pytest", "tests/core", "-q", "-ra", "-p", "no:cacheprovider",
+                               f"--junitxml={junit}"], cwd=ROOT, env=env, capture_output=True, text=True)
+        log.write(proc.stdout + proc.stderr)
+        if not junit.exists():
+            return dict(ok=False, exit_status=proc.returncode, error=(proc.stdout + proc.stderr)[-2000:])
+        outcomes = {}
+        for case in ET.parse(junit).getroot().iter("testcase"):
+            name = f"{case.get('classname')}::{case.get('name')}"
+            kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
+            if kinds and kinds[0] == "skipped":
+                message = case.find("skipped").get("message", "")
+                outcome = "xfailed" if case.find("skipped").get("type") == "pytest.xfail" else f"skipped: {message}"
+            else:
+                outcome = kinds[0] if kinds else "passed"
+            outcomes[name] = dict(outcome=outcome, seconds=float(case.get("time", 0)))
+    counts = {}
+    for value in outcomes.values():
+        key = value["outcome"].split(":")[0]
+        counts[key] = counts.get(key, 0) + 1
+    return dict(ok=proc.returncode == 0, exit_status=proc.returncode, counts=counts,
+                summary=proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "", tests=outcomes)
+
+
+def _engine(model, selector, lanes):
+    from addon.core import SimulationSettings
+    from addon.core.opencl_engine import OpenCLEngine
+
+    os.environ["PRB_BODY_LANES"] = str(lanes)
+    try:
+        engine = OpenCLEngine(model, SimulationSettings(device=selector))
+    finally:
+        del os.environ["PRB_BODY_LANES"]
+    assert engine.body_lanes == lanes, (engine.body_lanes, lanes)
+    return engine
+
+
+def compare_trajectories(selector: str, against: str, lanes: int) -> dict:
+    """The device against the reference step ('reference') or another OpenCL device, every 10
+    substeps for 100: largest differences and whether they are within TOLERANCES."""
+    from addon.core import SimulationSettings
+    from addon.core.reference import ReferenceEngine
+    from tests.core.test_reference_agreement import colliding_scene
+
+    model = colliding_scene()
+    engine = _engine(model, selector, lanes)
+    other = ReferenceEngine(model, SimulationSettings()) if against == "reference" else _engine(model, against, 1)
+    worst = dict(position=0.0, velocity=0.0, angular_velocity=0.0, angular_velocity_excess=-np.inf, orientation=0.0)
+    for _ in range(10):
+        engine.step(10)
+        other.step(10)
+        got, expected = engine.body_state(), other.body_state()
+        worst["position"] = max(worst["position"], float(np.abs(got.position - expected.position).max()))
+        worst["velocity"] = max(worst["velocity"], float(np.abs(got.velocity - expected.velocity).max()))
+        worst["angular_velocity"] = max(worst["angular_velocity"],
+                                        float(np.abs(got.angular_velocity - expected.angular_velocity).max()))
+        allowed = TOLERANCES["angular_velocity_atol"] + TOLERANCES["angular_velocity_rtol"] * np.abs(
+            expected.angular_velocity)
+        excess = np.abs(got.angular_velocity - expected.angular_velocity) - allowed
+        worst["angular_velocity_excess"] = max(worst["angular_velocity_excess"], float(excess.max()))
+        dots = np.abs(np.einsum("bi,bi->b", got.orientation, expected.orientation))
+        worst["orientation"] = max(worst["orientation"], float(np.abs(dots - 1.0).max()))
+    moved = float(np.abs(engine.body_state().position - model.body_position).max())
+    ok = (worst["position"] <= TOLERANCES["position"] and worst["velocity"] <= TOLERANCES["velocity"]
+          and worst["angular_velocity_excess"] <= 0.0 and worst["orientation"] <= TOLERANCES["orientation"]
+          and moved > 0.05)
+    return dict(against=against, body_lanes=lanes, substeps=100, largest_differences=worst,
+                largest_displacement=moved, ok=bool(ok))
+
+
+def runs_are_identical(selector: str, lanes: int) -> dict:
+    from tests.core.test_neighbour_lists import tumbling_pile
+
+    model = tumbling_pile()
+    states = []
+    for _ in range(2):
+        engine = _engine(model, selector, lanes)
+        engine.step(400)
+        s = engine.body_state()
+        states.append(np.concatenate([s.position.ravel(), s.orientation.ravel(), s.velocity.ravel(),
+                                      s.angular_velocity.ravel()]))
+    moved = float(np.abs(states[0][:3 * model.body_count] - model.body_position.ravel()).max())
+    identical = bool(np.array_equal(states[0], states[1]))
+    return dict(body_lanes=lanes, substeps=400, bodies=model.body_count, identical=identical,
+                largest_difference=float(np.abs(states[0] - states[1]).max()), largest_displacement=moved,
+                ok=identical and moved > 0.05)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="gpu", help="OpenCL device selector (gpu, cpu, P:D, part of a name)")
+    parser.add_argument("--out", default="out/gpu_tests.json", help="JSON path; the log goes beside it (.log)")
+    parser.add_argument("--skip-pytest", action="store_true", help="only the trajectory and determinism checks")
+    args = parser.parse_args(argv)
+
+    from addon.core.device import choose_device, list_devices
+
+    device = choose_device(args.device)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    log_path = out.with_suffix(".log")
+    result = dict(started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), machine=machine(device),
+                  devices=[d.label for d in list_devices()], tolerances=TOLERANCES)
+    if not device.is_gpu:
+        result["dry_run"] = "the device is not a GPU: this checks the script, not a GPU"
+    with open(log_path, "w") as log:
+        if not args.skip_pytest:
+            print(f"tests/core on {device.label} ...", flush=True)
+            result["core_tests"] = run_core_tests(device.selector, log)
+            print(" ", result["core_tests"].get("summary") or result["core_tests"].get("error"), flush=True)
+        cpu = [d for d in list_devices() if not d.is_gpu and d.selector != device.selector]
+        result["trajectories"] = [compare_trajectories(device.selector, "reference", lanes) for lanes in (1, 8)]
+        if cpu:
+            result["trajectories"] += [compare_trajectories(device.selector, cpu[0].selector, lanes) for lanes in (1, 8)]
+        result["determinism"] = [runs_are_identical(device.selector, lanes) for lanes in (1, 8)]
+        for entry in result["trajectories"] + result["determinism"]:
+            line = json.dumps(entry)
+            log.write(line + "\n")
+            print(" ", line, flush=True)
+    checks = result["trajectories"] + result["determinism"]
+    result["ok"] = bool(all(c["ok"] for c in checks) and result.get("core_tests", {}).get("ok", True))
+    result["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{'PASS' if result['ok'] else 'FAIL'}: {out} and {log_path}")
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

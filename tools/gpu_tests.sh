@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# tools/gpu_tests.py on the lent NVIDIA machine (Python 3.12, no pyopencl, no OpenCL ICD file):
+# installs the carried cp312 wheels in .whl/ (pyopencl and its dependencies, mako, and pytest with
+# pluggy, iniconfig, packaging, pygments), points the ICD loader at the driver's OpenCL library,
+# and writes $OUT/gpu_tests.json and $OUT/gpu_tests.log. Usage: bash tools/gpu_tests.sh [--device SEL]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if ! python3 -c "import pyopencl, pytest" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONUNBUFFERED=1
+NVIDIA_OPENCL=/usr/local/nvidia/lib64/libnvidia-opencl.so.1
+if [ -z "${OCL_ICD_VENDORS:-}" ] && [ -e "$NVIDIA_OPENCL" ]; then
+  mkdir -p /tmp/icd && echo "$NVIDIA_OPENCL" > /tmp/icd/nvidia.icd
+  export OCL_ICD_VENDORS=/tmp/icd
+fi
+python3 tools/gpu_tests.py --out "${OUT:-out}/gpu_tests.json" "$@"
