@@ -10,7 +10,7 @@
 
 The wheel list lives in blender_manifest.toml (pinned file names, every platform and Python). The
 build downloads exactly those files into .cache/wheels/ (once; later builds work offline), copies
-__init__.py, blender_manifest.toml, addon/ and kernels/*.cl plus the selected wheels into
+__init__.py, blender_manifest.toml, addon/ and kernels/ (*.cl, *.h) plus the selected wheels into
 build/extension/, and runs Blender's own builder (``blender_ext.py build``, shipped inside the bpy
 module or Blender; pass --blender-ext PATH to use another copy).
 
@@ -175,8 +175,9 @@ def stage(wheels: dict[str, Path], platforms, manifest_text: str) -> Path:
     shutil.copy2(ROOT / "__init__.py", BUILD / "__init__.py")
     shutil.copytree(ROOT / "addon", BUILD / "addon", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (BUILD / "kernels").mkdir()
-    for cl in sorted((ROOT / "kernels").glob("*.cl")):
-        shutil.copy2(cl, BUILD / "kernels" / cl.name)
+    for kernel_file in sorted((ROOT / "kernels").iterdir()):
+        if kernel_file.suffix in (".cl", ".h"):
+            shutil.copy2(kernel_file, BUILD / "kernels" / kernel_file.name)
     (BUILD / "wheels").mkdir()
     for name, path in wheels.items():
         shutil.copy2(path, BUILD / "wheels" / name)

@@ -1,22 +1,35 @@
-"""OpenCL engine: the substep of ``reference.py`` as kernels (kernels/particle_bodies.cl).
+"""OpenCL engine: the substep of ``reference.py`` as kernels, one file per stage in kernels/.
+
+STAGES lists the stage files in the order of their numbers and the kernels each launches, in
+launch order: the grid (bucket, scan, scatter, sort; only in substeps that rebuild it), the gather
+into bucket order, the contact forces per particle (colliders: functions the contact kernel calls),
+and per body the sum of its particles' forces and the integration. The files are built as one
+program, in that order.
+
+Every kernel argument is bound by its parameter name, read from the kernel's signature, out of
+one table (``OpenCLEngine.arguments``): a name means the same buffer or value in every kernel.
+Arguments are set once (the friction history, the "touched" flags and the rebuild flag are double
+buffers: one instance of each kernel per parity of the substep), so a substep only enqueues; only
+the animated colliders' clock is set again, by name. pyopencl's argument handling and its scan
+object were most of a substep below 10k bodies on a GPU.
 
 All state stays on the device across substeps; ``body_state()`` reads back body poses only (once
-per output frame in normal use). Kernels per substep: bucket of every particle + count, exclusive
-scan (two kernels), scatter, per-bucket sort (determinism), gather into bucket order, contact
-forces per particle, and per body their sum and the integration. Every kernel's arguments are set
-once, so a substep costs eight enqueue calls on the host (pyopencl's argument handling and its
-scan object were most of a substep below 10k bodies on a GPU).
+per output frame in normal use). The grid and per-particle neighbour lists are rebuilt only when
+some body has moved by more than 0.45 of the skin (a little under half) since the last rebuild
+(Verlet lists); the device decides, through a flag the body kernel sets and the next substep's
+kernels read, so the host never waits. In between, the grid kernels return at once and the
+contact kernel walks each particle's short list instead of 27 cells.
 
-The grid and per-particle neighbour lists are rebuilt only when some body has moved by more than
-0.45 of the skin (a little under half) since the last rebuild (Verlet lists); the device decides,
-through a flag the body kernel sets and the next substep's kernels read, so the host never waits.
-In between, the grid kernels return at once and the contact kernel walks each particle's short
-list instead of 27 cells.
+Adding a stage: a kernels/NN_name.cl file (its number places it), a Stage entry below naming its
+kernels, each new buffer or value in ``arguments`` under its parameter name (``_upload`` or
+``_bind_arguments``), and the kernel's work sizes in ``_work_sizes``.
 """
 from __future__ import annotations
 
 import math
 import os
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,14 +42,62 @@ from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, Si
 from .state import BodyState, StateMixin
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, collider_reach
 
-KERNEL_FILE = Path(__file__).resolve().parents[2] / "kernels" / "particle_bodies.cl"
+KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A kernel file (kernels/NN_name, NN its place in the substep) and its kernels in launch order."""
+    file: str
+    kernels: tuple[str, ...] = ()
+
+    @property
+    def number(self) -> int:
+        return int(self.file.split("_", 1)[0])
+
+
+STAGES = (
+    Stage("00_common.h"),  # types and maths, the grid's hashing, the contact law
+    Stage("10_grid.cl", ("assign_buckets", "scan_bucket_groups", "scan_group_totals", "scatter_to_buckets",
+                         "sort_buckets")),
+    Stage("20_gather.cl", ("gather_particles",)),
+    Stage("30_colliders.cl"),  # planes and triangles: functions compute_contacts calls
+    Stage("40_contacts.cl", ("compute_contacts",)),
+    Stage("50_bodies.cl", ("integrate_bodies",)),
+)
+LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
+
+
+def program_source() -> str:
+    """The stage files concatenated in stage order: one program."""
+    numbers = [stage.number for stage in STAGES]
+    if numbers != sorted(set(numbers)):
+        raise ValueError(f"STAGES must be in increasing order of their numbers, got {numbers}")
+    return "\n".join((KERNEL_DIR / stage.file).read_text() for stage in STAGES)
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_KERNEL = re.compile(r"__kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)?void\s+(\w+)\s*\(([^)]*)\)", re.S)
+
+
+def kernel_parameters(source: str) -> dict[str, tuple[str, ...]]:
+    """Each kernel's parameter names in order, read from its signature in the source."""
+    found = {}
+    for name, parameters in _KERNEL.findall(_COMMENT.sub("", source)):
+        found[name] = tuple(re.findall(r"(\w+)\s*$", p.strip())[0] for p in parameters.split(",") if p.strip())
+    return found
+
+
+class ByParity(tuple):
+    """A kernel argument that alternates between substeps: (even substeps' value, odd substeps')."""
+
+
 MIN_BITS_PER_AXIS = 2  # >= 4 cells per axis, so a cell's 27 neighbours never share a bucket
 MAX_TOTAL_BITS = 28
 SCAN_LOCAL_SIZE = 256  # keep equal to the kernels' SCAN_LOCAL_SIZE and SCAN_PER_ITEM
 SCAN_GROUP_ITEMS = SCAN_LOCAL_SIZE * 8
 BODY_GROUP_SIZE = 64
-# lanes per body in the body kernel: 8 measured best on the H100 for 27-particle cubes (0.054 ms at
-# 100k cubes against 0.079 with 32)
+# lanes per body in the body kernel: 8 measured best on the H100 for 27-particle cubes (32: slower)
 MAX_BODY_LANES = 8
 # Neighbour lists: the skin, a fraction of the particle diameter, is how far the lists reach beyond
 # contact distance (grid cells are a diameter plus the skin wide); rebuilt once any body moved by
@@ -114,7 +175,7 @@ class OpenCLEngine(StateMixin):
         self.settings = settings or SimulationSettings()
         self.params = derive_contact_parameters(model, self.settings)
         self.context, self.device_info = create_context(self.settings.device)
-        # profile: record an event per stage so benchmarks can split the substep (costs a little)
+        # profile: record an event per kernel so benchmarks can split the substep (costs a little)
         self.profile = profile
         self.stage_seconds: dict[str, float] = {}
         self._events: list[tuple[str, object]] = []
@@ -139,20 +200,24 @@ class OpenCLEngine(StateMixin):
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
                    "-cl-denorms-are-zero"]
-        self.program = cl.Program(self.context, KERNEL_FILE.read_text()).build(options=options)
-        # one instance of each kernel per parity of the substep: the friction history, the "touched"
-        # flags and the rebuild flag are double buffers, so arguments never change between substeps
-        def pair(name):
-            return [cl.Kernel(self.program, name) for _ in range(2)]
-
-        self.k_buckets = pair("particle_buckets")
-        self.k_scan_groups = pair("scan_groups")
-        self.k_scan_totals = pair("scan_group_totals")
-        self.k_scatter = pair("scatter_to_buckets")
-        self.k_sort = pair("sort_buckets")
-        self.k_gather = pair("gather_sorted")
-        self.k_sum_integrate = pair("sum_and_integrate_bodies")
-        self.k_contacts = pair("particle_contacts_sorted")
+        source = program_source()
+        self.program = cl.Program(self.context, source).build(options=options)
+        # every kernel's parameter names, from its signature; one instance of each kernel per parity
+        # of the substep, so that the double buffers' arguments never change between substeps
+        self.kernel_parameters = kernel_parameters(source)
+        unlisted = set(self.kernel_parameters) ^ set(LAUNCH_ORDER)
+        if unlisted:
+            raise RuntimeError(f"kernels defined in kernels/ and listed in STAGES differ: {sorted(unlisted)}")
+        self._kernels = {name: (cl.Kernel(self.program, name), cl.Kernel(self.program, name))
+                         for name in LAUNCH_ORDER}
+        # argument name -> [(the kernel's two instances, the argument's index)]
+        self._argument_users: dict[str, list[tuple[tuple, int]]] = {}
+        for name, parameters in self.kernel_parameters.items():
+            for index, parameter in enumerate(parameters):
+                self._argument_users.setdefault(parameter, []).append((self._kernels[name], index))
+        # every kernel argument by its parameter name: a buffer, a value, or a ByParity pair of them
+        self.arguments: dict[str, object] = {}
+        self.substep_parity = 0
         self._upload()
         self._bind_arguments()
 
@@ -170,13 +235,19 @@ class OpenCLEngine(StateMixin):
             return self.cl.Buffer(self.context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=array)
         return self.cl.Buffer(self.context, mf.READ_WRITE, size=max(int(nbytes), 16))
 
+    def _double_buffer(self, name_in: str, name_out: str, first, second):
+        """Two buffers that swap roles every substep: one substep writes name_out, the next reads it
+        as name_in."""
+        self.arguments[name_in] = ByParity((first, second))
+        self.arguments[name_out] = ByParity((second, first))
+
     def _upload(self):
         m = self.model
         pr = self.params
-        B, P = m.body_count, m.particle_count
-        self.B, self.P = B, P
+        body_count, particle_count = m.body_count, m.particle_count
+        self.body_count, self.particle_count = body_count, particle_count
         dynamic = m.particle_body != STATIC_BODY
-        particle_material = np.zeros(P, dtype=np.int32)
+        particle_material = np.zeros(particle_count, dtype=np.int32)
         particle_material[dynamic] = m.body_material[m.particle_body[dynamic]]
         particle_material[~dynamic] = m.static_particle_material
         # gravity's half kick: momenta live at half substeps (leapfrog), so free fall is exact
@@ -184,165 +255,177 @@ class OpenCLEngine(StateMixin):
         rot = quaternion_to_matrix(m.body_orientation).reshape(-1, 3, 3)
         inertia_world = rot @ m.body_inertia_local @ np.swapaxes(rot, 1, 2)
         angular_momentum = np.einsum("bij,bj->bi", inertia_world, m.body_angular_velocity).reshape(-1, 3)
-        damping = pr.materials[m.body_material][:, 2:4].astype(np.float32) if B else np.zeros((0, 2), np.float32)
+        damping = (pr.materials[m.body_material][:, 2:4].astype(np.float32) if body_count
+                   else np.zeros((0, 2), np.float32))
 
-        self.b_offset = self._buffer(_vec4(m.particle_offset))
-        self.b_particle_body = self._buffer(m.particle_body.astype(np.int32))
-        self.b_particle_material = self._buffer(particle_material)
-        self.b_corner_reach = self._buffer(m.particle_corner_reach.astype(np.float32))
-        self.b_body_lattice = self._buffer(_quat_to_device(m.body_lattice_orientation))
-        self.b_particle_bucket = self._buffer(nbytes=4 * P)
-        self.b_sorted = self._buffer(nbytes=4 * P)
-        self.b_sorted_pos = self._buffer(nbytes=16 * P)
-        self.b_force = self._buffer(nbytes=16 * P)
-        self.b_torque = self._buffer(nbytes=16 * P)
-        self.b_has_force = self._buffer(nbytes=P)
-        # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the
-        # H100 (contacts 0.66 against 0.72 ms at 100k cubes)
-        empty_keys = np.full(P * FRICTION_SLOTS, -1, dtype=np.int32)
-        self.b_hist_key = [self._buffer(empty_keys), self._buffer(empty_keys)]
-        zeros_xi = np.zeros((P * FRICTION_SLOTS, 4), np.float32)
-        self.b_hist_xi = [self._buffer(zeros_xi), self._buffer(zeros_xi)]
-        self.history_in = 0
+        buffer = self._buffer
+        a = self.arguments
+        a["particle_offset"] = buffer(_vec4(m.particle_offset))
+        a["particle_body"] = buffer(m.particle_body.astype(np.int32))
+        a["particle_material"] = buffer(particle_material)
+        a["particle_corner_reach"] = buffer(m.particle_corner_reach.astype(np.float32))
+        a["body_lattice"] = buffer(_quat_to_device(m.body_lattice_orientation))
+        a["particle_bucket"] = buffer(nbytes=4 * particle_count)
+        a["sorted_particle"] = buffer(nbytes=4 * particle_count)
+        a["sorted_position"] = buffer(nbytes=16 * particle_count)
+        a["particle_force"] = buffer(nbytes=16 * particle_count)
+        a["particle_torque"] = buffer(nbytes=16 * particle_count)
+        a["particle_has_force"] = buffer(nbytes=particle_count)
+        # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the H100
+        empty_keys = np.full(particle_count * FRICTION_SLOTS, -1, dtype=np.int32)
+        self._double_buffer("history_key_in", "history_key_out", buffer(empty_keys), buffer(empty_keys))
+        zeros_xi = np.zeros((particle_count * FRICTION_SLOTS, 4), np.float32)
+        self._double_buffer("history_xi_in", "history_xi_out", buffer(zeros_xi), buffer(zeros_xi))
 
-        self.b_body_x = self._buffer(_vec4(m.body_position))
-        self.b_body_q = self._buffer(_quat_to_device(m.body_orientation))
-        self.b_body_P = self._buffer(_vec4(momentum))
-        self.b_body_L = self._buffer(_vec4(angular_momentum))
-        self.b_body_v = self._buffer(_vec4(momentum / m.body_mass[:, None]) if B else np.zeros((0, 4), np.float32))
-        self.b_body_w = self._buffer(_vec4(m.body_angular_velocity))
-        self.b_body_first = self._buffer(m.body_first_particle.astype(np.int32))
-        self.b_body_count = self._buffer(m.body_particle_count.astype(np.int32))
-        self.b_body_mass = self._buffer(m.body_mass.astype(np.float32))
+        a["body_position"] = buffer(_vec4(m.body_position))
+        a["body_orientation"] = buffer(_quat_to_device(m.body_orientation))
+        a["body_momentum"] = buffer(_vec4(momentum))
+        a["body_angular_momentum"] = buffer(_vec4(angular_momentum))
+        a["body_velocity"] = buffer(_vec4(momentum / m.body_mass[:, None]) if body_count
+                                    else np.zeros((0, 4), np.float32))
+        a["body_angular_velocity"] = buffer(_vec4(m.body_angular_velocity))
+        a["body_first_particle"] = buffer(m.body_first_particle.astype(np.int32))
+        a["body_particle_count"] = buffer(m.body_particle_count.astype(np.int32))
+        a["body_mass"] = buffer(m.body_mass.astype(np.float32))
         # (flat-face share, share of the contacts of the previous substep): see contact_mass()
-        self.b_body_contact_mass = self._buffer(
+        a["body_contact_mass"] = buffer(
             np.repeat(m.body_effective_mass.astype(np.float32)[:, None], 2, axis=1).reshape(-1, 2))
-        self.b_body_inv_inertia = self._buffer(m.body_inv_inertia_local.reshape(-1).astype(np.float32))
-        self.b_body_damping = self._buffer(np.ascontiguousarray(damping, dtype=np.float32))
-        self.b_body_extent = self._buffer(body_extents(m).astype(np.float32))
-        self.b_body_quiet = self._buffer(np.zeros(B, np.float32))
+        a["body_inv_inertia"] = buffer(m.body_inv_inertia_local.reshape(-1).astype(np.float32))
+        a["body_damping"] = buffer(np.ascontiguousarray(damping, dtype=np.float32))
+        a["body_extent"] = buffer(body_extents(m).astype(np.float32))
+        a["body_quiet"] = buffer(np.zeros(body_count, np.float32))
         # "an awake body touched this sleeping one": written by the contacts of one substep, read by
-        # the next (double buffer, swapped with the friction history)
-        self.b_body_touched = [self._buffer(np.zeros(B, np.int32)), self._buffer(np.zeros(B, np.int32))]
-        # neighbour lists: rebuild flag per parity (the first substep builds), rebuild counter,
-        # per bucket slot the list, and per body the pose the lists were built from
-        self.b_rebuild = [self._buffer(np.array([1], np.int32)), self._buffer(np.array([0], np.int32))]
-        self.b_rebuild_count = self._buffer(np.zeros(1, np.uint32))
-        self.b_neighbour_count = self._buffer(np.zeros(P, np.int32))
-        self.b_neighbour = self._buffer(nbytes=4 * P * self.neighbour_slots)
-        self.b_build_x = self._buffer(_vec4(m.body_position))
-        self.b_build_q = self._buffer(_quat_to_device(m.body_orientation))
+        # the next
+        self._double_buffer("body_touched_in", "body_touched_out", buffer(np.zeros(body_count, np.int32)),
+                            buffer(np.zeros(body_count, np.int32)))
+        # neighbour lists: the rebuild flag (the first substep builds), rebuild counter, per bucket
+        # slot the list, and per body the pose the lists were built from
+        self._double_buffer("rebuild", "next_rebuild", buffer(np.array([1], np.int32)),
+                            buffer(np.array([0], np.int32)))
+        a["rebuild_count"] = buffer(np.zeros(1, np.uint32))
+        a["neighbour_count"] = buffer(np.zeros(particle_count, np.int32))
+        a["neighbour_list"] = buffer(nbytes=4 * particle_count * self.neighbour_slots)
+        a["build_position"] = buffer(_vec4(m.body_position))
+        a["build_orientation"] = buffer(_quat_to_device(m.body_orientation))
 
-        self.b_plane_point = self._buffer(_vec4(m.plane_point))
-        self.b_plane_normal = self._buffer(_vec4(m.plane_normal))
-        self.b_plane_material = self._buffer(m.plane_material.astype(np.int32))
-        self.b_pair_zeta = self._buffer(pr.damping_ratio.astype(np.float32).ravel())
-        self.b_pair_mu = self._buffer(pr.friction.astype(np.float32).ravel())
-        self.b_pair_rolling = self._buffer(pr.rolling_friction.astype(np.float32).ravel())
+        a["plane_point"] = buffer(_vec4(m.plane_point))
+        a["plane_normal"] = buffer(_vec4(m.plane_normal))
+        a["plane_material"] = buffer(m.plane_material.astype(np.int32))
+        a["pair_damping_ratio"] = buffer(pr.damping_ratio.astype(np.float32).ravel())
+        a["pair_friction"] = buffer(pr.friction.astype(np.float32).ravel())
+        a["pair_rolling"] = buffer(pr.rolling_friction.astype(np.float32).ravel())
 
         # triangle colliders
         self.colliders = ColliderMotion(m, self.collider_reach)
-        tri = np.zeros((m.triangle_count, 4), dtype=np.int32)
-        tri[:, :3] = m.mesh_triangles
-        tri[:, 3] = m.triangle_material
-        self.b_triangles = self._buffer(tri)
-        self.b_collider_vertex = self._buffer(_vec4(self.colliders.vertices))
-        self.b_collider_velocity = self._buffer(_vec4(self.colliders.velocities))
+        triangle_vertices = np.zeros((m.triangle_count, 4), dtype=np.int32)
+        triangle_vertices[:, :3] = m.mesh_triangles
+        triangle_vertices[:, 3] = m.triangle_material
+        a["triangle_vertices"] = buffer(triangle_vertices)
+        a["collider_vertex"] = buffer(_vec4(self.colliders.vertices))
+        a["collider_velocity"] = buffer(_vec4(self.colliders.velocities))
         self._upload_triangle_grid()
 
         # grid: the bucket arrays have one extra zero at the end, so the scan ends with the particle
         # count, and are padded to whole scan groups
-        self.cell = 2.0 * m.particle_radius * (1.0 + self.neighbour_skin)
+        self.grid_cell_size = 2.0 * m.particle_radius * (1.0 + self.neighbour_skin)
         positions = self._initial_particle_positions()
-        lower = positions.min(axis=0) if P else np.zeros(3)
-        upper = positions.max(axis=0) if P else np.zeros(3)
-        self.grid_bits = choose_grid_bits(P, lower, upper, self.cell)
+        lower = positions.min(axis=0) if particle_count else np.zeros(3)
+        upper = positions.max(axis=0) if particle_count else np.zeros(3)
+        self.grid_bits = choose_grid_bits(particle_count, lower, upper, self.grid_cell_size)
         self.bucket_total = 1 << sum(self.grid_bits)
         padded = _round_up(self.bucket_total + 1, SCAN_GROUP_ITEMS)
         self.scan_group_count = padded // SCAN_GROUP_ITEMS
-        self.b_bucket_count = self._buffer(np.zeros(padded, np.uint32))
-        self.b_scan_local = self._buffer(nbytes=4 * padded)
-        self.b_group_offset = self._buffer(nbytes=4 * self.scan_group_count)
+        a["bucket_count"] = buffer(np.zeros(padded, np.uint32))
+        a["scan_local"] = buffer(nbytes=4 * padded)
+        a["group_offset"] = buffer(nbytes=4 * self.scan_group_count)
         self.queue.finish()
 
     def _bind_arguments(self):
-        """Set every kernel's arguments once; a substep then only enqueues (and moves the animated
-        colliders' clock)."""
+        """The values of the table, then every kernel's arguments, set once: a substep then only
+        enqueues (and moves the animated colliders' clock)."""
         m, pr = self.model, self.params
-        P, B = self.P, self.B
-        inv_cell = np.float32(1.0 / self.cell)
-        bits = np.array([*self.grid_bits, 0], dtype=np.int32)
-        # sleeping bodies skip their contacts unless an awake body touches them; a moving collider
-        # would not wake them, so not while colliders move
-        sleep = np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration, 0.0 if self.colliders.moving else 1.0],
-                         dtype=np.float32)
-        grid = self.colliders.grid
-        gravity = np.array([*pr.gravity, 0.0], dtype=np.float32)
-        body_arrays = [self.b_body_mass, self.b_body_inv_inertia, self.b_body_damping, self.b_body_extent,
-                       self.b_body_quiet, self.b_body_x, self.b_body_q,
-                       self.b_body_P, self.b_body_L, self.b_body_v, self.b_body_w, self.b_build_x, self.b_build_q]
+        particle_count, body_count = self.particle_count, self.body_count
         diameter = 2.0 * pr.radius
-        reach2 = np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2)
-        rebuild_distance = np.float32(0.45 * diameter * self.neighbour_skin)  # a little under half: rounding
-        for h_in in range(2):
-            h_out = 1 - h_in
-            rebuild = self.b_rebuild[h_in]
-            self.k_buckets[h_in].set_args(rebuild, np.int32(P), inv_cell, bits, self.b_offset, self.b_particle_body,
-                                          self.b_body_x, self.b_body_q, self.b_particle_bucket, self.b_bucket_count)
-            self.k_scan_groups[h_in].set_args(rebuild, self.b_bucket_count, self.b_scan_local, self.b_group_offset)
-            self.k_scan_totals[h_in].set_args(rebuild, np.uint32(self.scan_group_count), self.b_group_offset)
-            self.k_scatter[h_in].set_args(rebuild, np.int32(P), self.b_particle_bucket, self.b_scan_local,
-                                          self.b_group_offset, self.b_bucket_count, self.b_sorted)
-            self.k_sort[h_in].set_args(rebuild, np.int32(self.bucket_total), self.b_scan_local, self.b_group_offset,
-                                       self.b_sorted)
-            self.k_gather[h_in].set_args(
-                rebuild, self.b_rebuild[h_out], self.b_rebuild_count, np.int32(P), self.b_sorted, self.b_offset,
-                self.b_particle_body, self.b_body_x, self.b_body_q, self.b_sorted_pos)
-            self.k_sum_integrate[h_in].set_args(
-                np.int32(B), np.float32(pr.substep), gravity, np.float32(pr.terminal_speed), sleep,
-                self.b_body_first, self.b_body_count, self.b_force, self.b_torque, self.b_has_force,
-                self.b_body_touched[h_in],
-                *body_arrays, rebuild, self.b_rebuild[h_out], rebuild_distance, self.b_body_contact_mass)
-            contact_arguments = [
-                np.int32(m.plane_count), inv_cell, bits,
-                np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius], dtype=np.float32),
-                self.b_scan_local, self.b_group_offset, self.b_sorted_pos, self.b_sorted, self.b_particle_material,
-                self.b_body_contact_mass, self.b_plane_point, self.b_plane_normal, self.b_plane_material,
-                self.b_pair_zeta, self.b_pair_mu, self.b_pair_rolling,
-                np.int32(len(grid.large)), np.float32(1.0 / grid.cell), np.uint32(grid.mask),
-                np.float32(self.colliders.tau),
-                self.b_triangles, self.b_collider_vertex, self.b_collider_velocity, self.b_large_triangles,
-                self.b_triangle_start, self.b_triangle_items, self.b_triangle_bounds,
-                np.int32(P), self.b_hist_key[h_in], self.b_hist_xi[h_in], self.b_hist_key[h_out],
-                self.b_hist_xi[h_out]]
-            self.k_contacts[h_in].set_args(
-                np.int32(P), *contact_arguments, self.b_body_x, self.b_force, self.b_torque, sleep,
-                self.b_body_touched[h_in], self.b_body_touched[h_out], rebuild, reach2,
-                self.b_neighbour_count, self.b_neighbour, self.b_body_v, self.b_body_w, self.b_body_quiet,
-                self.b_has_force, self.b_corner_reach, self.b_body_q, self.b_body_lattice)
-        self._sizes = {
-            "buckets": (_round_up(P),),
-            "scan groups": (self.scan_group_count * SCAN_LOCAL_SIZE,),
-            "scan totals": (SCAN_LOCAL_SIZE,),
-            "sort": (_round_up(self.bucket_total),),
-            "gather": (_round_up(P),),
-            "bodies": (_round_up(B, BODY_GROUP_SIZE // self.body_lanes) * self.body_lanes,),
+        self.arguments.update(
+            particle_count=np.int32(particle_count),
+            body_count=np.int32(body_count),
+            history_stride=np.int32(particle_count),
+            inv_cell=np.float32(1.0 / self.grid_cell_size),
+            grid_bits=np.array([*self.grid_bits, 0], dtype=np.int32),
+            bucket_total=np.int32(self.bucket_total),
+            scan_group_count=np.uint32(self.scan_group_count),
+            plane_count=np.int32(m.plane_count),
+            contact_constants=np.array([pr.stiffness, pr.tangential_stiffness, pr.substep, pr.radius],
+                                       dtype=np.float32),
+            substep=np.float32(pr.substep),
+            gravity=np.array([*pr.gravity, 0.0], dtype=np.float32),
+            terminal_speed=np.float32(pr.terminal_speed),
+            # sleeping bodies skip their contacts unless an awake body touches them; a moving
+            # collider would not wake them, so not while colliders move
+            sleep=np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration,
+                            0.0 if self.colliders.moving else 1.0], dtype=np.float32),
+            neighbour_reach2=np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2),
+            rebuild_distance=np.float32(0.45 * diameter * self.neighbour_skin),  # a little under half: rounding
+        )
+        self._bind()
+        particles = (_round_up(particle_count),)
+        scan_group = (SCAN_LOCAL_SIZE,)
+        # (global size, local size) of each kernel
+        self._work_sizes = {
+            "assign_buckets": (particles, None),
+            "scan_bucket_groups": ((self.scan_group_count * SCAN_LOCAL_SIZE,), scan_group),
+            "scan_group_totals": (scan_group, scan_group),
+            "scatter_to_buckets": (particles, None),
+            "sort_buckets": ((_round_up(self.bucket_total),), None),
+            "gather_particles": (particles, None),
+            # 64 work-items: 32 and 64 measured best on the H100 (256: slower)
+            "compute_contacts": (particles, (64,)),
+            "integrate_bodies": ((_round_up(body_count, BODY_GROUP_SIZE // self.body_lanes) * self.body_lanes,),
+                                 (BODY_GROUP_SIZE,)),
         }
+        # what a substep enqueues, in order: (kernel's two instances, global size, local size, name)
+        self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in LAUNCH_ORDER]
+
+    def _bind(self, names=None):
+        """Set the kernels' arguments named ``names`` (all by default) from the table."""
+        for name in self._argument_users if names is None else names:
+            if name not in self.arguments:
+                kernels = ", ".join(kernels[0].function_name for kernels, _ in self._argument_users[name])
+                raise RuntimeError(f"kernel argument {name!r} ({kernels}) has no value in OpenCLEngine.arguments")
+            value = self.arguments[name]
+            for kernels, index in self._argument_users.get(name, ()):
+                for parity, kernel in enumerate(kernels):
+                    kernel.set_arg(index, value[parity] if isinstance(value, ByParity) else value)
+
+    def _set_argument(self, name: str, value):
+        """Set one argument of the kernels of this substep's parity (the next launches use it)."""
+        self.arguments[name] = value
+        for kernels, index in self._argument_users[name]:
+            kernels[self.substep_parity].set_arg(index, value)
 
     def _upload_triangle_grid(self):
         grid = self.colliders.grid
-        self.b_triangle_bounds = self._buffer(self.colliders.bounds)
-        self.b_large_triangles = self._buffer(grid.large.astype(np.int32))
-        self.b_triangle_start = self._buffer(grid.bucket_start.astype(np.uint32))
-        self.b_triangle_items = self._buffer(grid.items.astype(np.int32))
+        self.arguments.update(
+            triangle_bounds=self._buffer(self.colliders.bounds),
+            large_triangles=self._buffer(grid.large.astype(np.int32)),
+            triangle_bucket_start=self._buffer(grid.bucket_start.astype(np.uint32)),
+            triangle_items=self._buffer(grid.items.astype(np.int32)),
+            large_triangle_count=np.int32(len(grid.large)),
+            triangle_inv_cell=np.float32(1.0 / grid.cell),
+            triangle_mask=np.uint32(grid.mask),
+            collider_tau=np.float32(self.colliders.tau),
+        )
+
+    _TRIANGLE_GRID_ARGUMENTS = ("triangle_bounds", "large_triangles", "triangle_bucket_start", "triangle_items",
+                                "large_triangle_count", "triangle_inv_cell", "triangle_mask", "collider_tau")
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
         if self.colliders.set_frame(frame, frame_duration):
-            self.cl.enqueue_copy(self.queue, self.b_collider_vertex, _vec4(self.colliders.vertices))
-            self.cl.enqueue_copy(self.queue, self.b_collider_velocity, _vec4(self.colliders.velocities))
+            self.cl.enqueue_copy(self.queue, self.arguments["collider_vertex"], _vec4(self.colliders.vertices))
+            self.cl.enqueue_copy(self.queue, self.arguments["collider_velocity"], _vec4(self.colliders.velocities))
             self._upload_triangle_grid()
-            self._bind_arguments()
+            self._bind(self._TRIANGLE_GRID_ARGUMENTS)
 
     def _initial_particle_positions(self) -> np.ndarray:
         m = self.model
@@ -355,7 +438,7 @@ class OpenCLEngine(StateMixin):
 
     # -- stepping ---------------------------------------------------------------------------
     def step(self, count: int = 1):
-        if self.B == 0:
+        if self.body_count == 0:
             self.time += count * self.params.substep
             self.substeps_done += count
             return
@@ -364,35 +447,23 @@ class OpenCLEngine(StateMixin):
         self.time += count * self.params.substep
         self.substeps_done += count
 
-    # index of the collider clock among the contact kernels' arguments
-    _COLLIDER_TAU_ARG = 20
-
     def _enqueue_substep(self):
-        cl, q = self.cl, self.queue
-        sizes = self._sizes
-        record = self._record if self.profile else (lambda stage, event: None)
-        h = self.history_in
-        record("buckets", cl.enqueue_nd_range_kernel(q, self.k_buckets[h], sizes["buckets"], None))
-        before = cl.enqueue_marker(q) if self.profile else None
-        cl.enqueue_nd_range_kernel(q, self.k_scan_groups[h], sizes["scan groups"], (SCAN_LOCAL_SIZE,))
-        cl.enqueue_nd_range_kernel(q, self.k_scan_totals[h], sizes["scan totals"], (SCAN_LOCAL_SIZE,))
-        record("scan", (before, cl.enqueue_marker(q)) if self.profile else None)
-        record("scatter", cl.enqueue_nd_range_kernel(q, self.k_scatter[h], sizes["buckets"], None))
-        record("sort", cl.enqueue_nd_range_kernel(q, self.k_sort[h], sizes["sort"], None))
-        record("gather", cl.enqueue_nd_range_kernel(q, self.k_gather[h], sizes["gather"], None))
-        kernel = self.k_contacts[h]
         if self.model.triangle_count:
-            kernel.set_arg(self._COLLIDER_TAU_ARG, np.float32(self.colliders.tau))
-        # 64 work-items: 32 and 64 measured best on the H100 (0.55 ms at 100k cubes; 256: 0.68 ms)
-        record("contacts", cl.enqueue_nd_range_kernel(q, kernel, sizes["gather"], (64,)))
-        record("bodies", cl.enqueue_nd_range_kernel(q, self.k_sum_integrate[h], sizes["bodies"], (BODY_GROUP_SIZE,)))
-        self.history_in = 1 - self.history_in
+            self._set_argument("collider_tau", np.float32(self.colliders.tau))
+        enqueue, queue, parity = self.cl.enqueue_nd_range_kernel, self.queue, self.substep_parity
+        if self.profile:
+            for kernels, global_size, local_size, name in self._launches:
+                self._record(name, enqueue(queue, kernels[parity], global_size, local_size))
+        else:
+            for kernels, global_size, local_size, _ in self._launches:
+                enqueue(queue, kernels[parity], global_size, local_size)
+        self.substep_parity = 1 - parity
         self.colliders.tau += self.params.substep
 
     @property
     def rebuilds(self) -> int:
         """Substeps so far that rebuilt the grid and the neighbour lists (reads the device)."""
-        return int(self._read(self.b_rebuild_count, (1,), np.uint32)[0])
+        return int(self._read(self.arguments["rebuild_count"], (1,), np.uint32)[0])
 
     def _record(self, stage, event):
         self._events.append((stage, event))
@@ -400,14 +471,10 @@ class OpenCLEngine(StateMixin):
             self.collect_profile()
 
     def collect_profile(self) -> dict[str, float]:
-        """Seconds spent per stage on the device so far (profile=True only)."""
+        """Seconds spent per kernel on the device so far (profile=True only)."""
         for stage, event in self._events:
-            if isinstance(event, tuple):
-                event[1].wait()
-                seconds = (event[1].profile.end - event[0].profile.end) * 1e-9
-            else:
-                event.wait()
-                seconds = (event.profile.end - event.profile.start) * 1e-9
+            event.wait()
+            seconds = (event.profile.end - event.profile.start) * 1e-9
             self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
         self._events.clear()
         return dict(self.stage_seconds)
@@ -420,29 +487,28 @@ class OpenCLEngine(StateMixin):
         return out
 
     def body_state(self) -> BodyState:
-        B = self.B
-        x = self._read(self.b_body_x, (B, 4))
-        q = self._read(self.b_body_q, (B, 4))
-        v = self._read(self.b_body_v, (B, 4))
-        w = self._read(self.b_body_w, (B, 4))
+        body_count = self.body_count
+        x = self._read(self.arguments["body_position"], (body_count, 4))
+        q = self._read(self.arguments["body_orientation"], (body_count, 4))
+        v = self._read(self.arguments["body_velocity"], (body_count, 4))
+        w = self._read(self.arguments["body_angular_velocity"], (body_count, 4))
         orientation = np.concatenate([q[:, 3:4], q[:, :3]], axis=1).astype(np.float64)
         return BodyState(x[:, :3].astype(np.float64), orientation, v[:, :3].astype(np.float64),
                          w[:, :3].astype(np.float64))
 
     def body_poses(self) -> tuple[np.ndarray, np.ndarray]:
         """(positions (B,3), orientations (B,4) w,x,y,z): the only per-frame read-back in a bake."""
-        B = self.B
-        x = self._read(self.b_body_x, (B, 4))
-        q = self._read(self.b_body_q, (B, 4))
+        x = self._read(self.arguments["body_position"], (self.body_count, 4))
+        q = self._read(self.arguments["body_orientation"], (self.body_count, 4))
         return x[:, :3].astype(np.float64), np.concatenate([q[:, 3:4], q[:, :3]], axis=1).astype(np.float64)
 
     def particle_positions(self) -> np.ndarray:
         """World positions of all particles at the start of the last substep."""
         if self.substeps_done == 0:
             return self._initial_particle_positions()
-        sorted_position = self._read(self.b_sorted_pos, (self.P, 4))
-        index = self._read(self.b_sorted, (self.P,), np.int32)
-        out = np.empty((self.P, 3))
+        sorted_position = self._read(self.arguments["sorted_position"], (self.particle_count, 4))
+        index = self._read(self.arguments["sorted_particle"], (self.particle_count,), np.int32)
+        out = np.empty((self.particle_count, 3))
         out[index] = sorted_position[:, :3]
         return out
 
@@ -452,7 +518,8 @@ class OpenCLEngine(StateMixin):
 
         Only complete while no particle has more than FRICTION_SLOTS contacts; used by tests.
         """
-        keys = self._read(self.b_hist_key[self.history_in], (FRICTION_SLOTS, self.P), np.int32).T
+        history = self.arguments["history_key_in"][self.substep_parity]  # what the last substep wrote
+        keys = self._read(history, (FRICTION_SLOTS, self.particle_count), np.int32).T
         found = set()
         for i, row in enumerate(keys):
             for key in row:

@@ -5,11 +5,15 @@ every other), so it also checks the grid of the OpenCL engine. Use it for scenes
 thousand particles.
 
 One substep (seed ch. 5-6, with friction and restitution added):
- 1. particle kinematics: p = x + R r0, v = v_body + w x (R r0)
+ 1. particle kinematics: p = x + R r0, v = v_body + w x (R r0) (kernels/20_gather.cl; the grid of
+    10_grid.cl is brute force here)
  2. per particle: spring-dashpot normal force and Coulomb-capped tangential spring-dashpot
-    (friction) against other bodies' particles, static particles and planes
+    (friction) against other bodies' particles, static particles and planes (40_contacts.cl
+    compute_contacts; ``_contact`` is 00_common.h's add_contact, ``_triangle_contacts`` and the
+    planes 30_colliders.cl's collider_contacts)
  3. per body: F = sum f + M g, T = sum (r x f + tau); P += F dt, L += T dt, damping, terminal speed
- 4. x += v dt, w = R I^-1 R^T L (current R), q = dq(w dt) q, normalised
+ 4. x += v dt, w = R I^-1 R^T L (current R), q = dq(w dt) q, normalised (3-4: ``_integrate``,
+    50_bodies.cl integrate_bodies)
 """
 from __future__ import annotations
 

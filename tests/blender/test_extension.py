@@ -10,6 +10,8 @@ from pathlib import Path
 
 from test_register_cli import ROOT, run_python
 
+from addon.core.opencl_engine import STAGES
+
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 
 
@@ -68,7 +70,7 @@ def test_built_zip_installs_and_bakes(tmp_path):
                                   + proc.stderr)
     names = zipfile.ZipFile(zip_path).namelist()
     assert "blender_manifest.toml" in names and "__init__.py" in names
-    assert any(n.startswith("kernels/") and n.endswith(".cl") for n in names)
+    assert {f"kernels/{stage.file}" for stage in STAGES} <= set(names)
     assert any(n.startswith("addon/blender/") for n in names) and "addon/cli.py" in names
     wheels = [n for n in names if n.startswith("wheels/")]
     assert any("pyopencl" in w for w in wheels) and any("mako" in w for w in wheels)

@@ -1,0 +1,189 @@
+// Particle rigid bodies: types and maths shared by every stage of the substep (seed thesis ch. 6.3,
+// fig. 6.11). The host (addon/core/opencl_engine.py, STAGES) builds this header and the stage
+// files after it, in the order of their numbers, as one program; addon/core/reference.py is the
+// NumPy specification of every kernel: keep them in step.
+//
+// Host-provided defines: FRICTION_SLOTS, NEIGHBOUR_SLOTS, MATERIAL_COUNT, DAMPING_LIMIT,
+// ROLLING_REGULARIZATION, DUPLICATE_POINT_TOLERANCE, CORNER_SOFTNESS, FACE_LIKE_COSINE,
+// COLLIDER_REACH (in particle radii), HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE.
+// The host binds every kernel argument by its parameter name: a parameter means the same array or
+// value in every kernel that has it.
+//
+// Vectors are stored as float4 (w unused) for alignment; quaternions as float4 (x, y, z, w) with
+// w in .w, i.e. OpenCL's natural layout, converted on the host from Blender's (w, x, y, z).
+
+#define STATIC_BODY (-1)
+#define EMPTY_SLOT (-1)
+
+// sleep: (speed, time, wake acceleration, 1 if sleeping bodies may skip their contacts); see
+// SimulationSettings.sleep_speed
+inline bool is_asleep(float quiet, float4 sleep)
+{
+    return sleep.x > 0.0f && quiet >= sleep.y;
+}
+
+// ---------------------------------------------------------------------------------------------
+// small vector helpers
+
+inline float3 quat_rotate(float4 q, float3 v)
+{
+    // v' = v + 2w (u x v) + 2 u x (u x v), q = (u, w)
+    float3 u = q.xyz;
+    float3 t = 2.0f * cross(u, v);
+    return v + q.w * t + cross(u, t);
+}
+
+inline float4 quat_conjugate(float4 q)
+{
+    return (float4)(-q.xyz, q.w);  // the inverse of a unit quaternion
+}
+
+inline float3 quat_rotate_inverse(float4 q, float3 v)
+{
+    return quat_rotate(quat_conjugate(q), v);
+}
+
+inline float4 quat_multiply(float4 a, float4 b)
+{
+    // (a.w b.w - a.u . b.u,  a.w b.u + b.w a.u + a.u x b.u)
+    float3 u = a.w * b.xyz + b.w * a.xyz + cross(a.xyz, b.xyz);
+    return (float4)(u, a.w * b.w - dot(a.xyz, b.xyz));
+}
+
+// angular velocity from angular momentum: w = R I^-1 R^T L (seed eq. 5.6, 5.10)
+inline float3 angular_velocity(float4 q, __global const float *inv_inertia, float3 L)
+{
+    float3 l = quat_rotate_inverse(q, L);
+    float3 w = (float3)(inv_inertia[0] * l.x + inv_inertia[1] * l.y + inv_inertia[2] * l.z,
+                        inv_inertia[3] * l.x + inv_inertia[4] * l.y + inv_inertia[5] * l.z,
+                        inv_inertia[6] * l.x + inv_inertia[7] * l.y + inv_inertia[8] * l.z);
+    return quat_rotate(q, w);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the hashed grid (built by 10_grid.cl, searched by 40_contacts.cl)
+
+// The grid is unbounded: integer cell coordinates wrap around a power-of-two table, so a particle
+// anywhere in space has a bucket (the seed ignored particles outside its box). Far cells that alias
+// onto one bucket only cost extra distance checks. With at least 4 cells per axis, the 27
+// neighbours of a cell never alias onto each other, so no particle is visited twice.
+inline int3 cell_of(float3 p, float inv_cell)
+{
+    return convert_int3_sat_rtn(p * inv_cell);
+}
+
+inline uint bucket_of(int3 c, int4 bits)
+{
+    return ((uint)c.x & ((1u << bits.x) - 1u))
+         | (((uint)c.y & ((1u << bits.y) - 1u)) << bits.x)
+         | (((uint)c.z & ((1u << bits.z) - 1u)) << (bits.x + bits.y));
+}
+
+inline float3 particle_world_position(int b, float3 offset, __global const float4 *body_position,
+                                      __global const float4 *body_orientation)
+{
+    return (b == STATIC_BODY) ? offset : body_position[b].xyz + quat_rotate(body_orientation[b], offset);
+}
+
+// The buckets' start offsets: an exclusive scan of the bucket counts (10_grid.cl), kept as a scan
+// per group of SCAN_GROUP_ITEMS buckets plus one offset per group; bucket_begin() adds the two.
+#define SCAN_LOCAL_SIZE 256
+#define SCAN_PER_ITEM 8
+#define SCAN_GROUP_ITEMS (SCAN_LOCAL_SIZE * SCAN_PER_ITEM)
+
+inline uint bucket_begin(uint h, __global const uint *scan_local, __global const uint *group_offset)
+{
+    return scan_local[h] + group_offset[h / SCAN_GROUP_ITEMS];
+}
+
+// ---------------------------------------------------------------------------------------------
+// the contact law (seed eq. 5.15-5.20, plus Coulomb friction and rolling resistance), shared by
+// particle pairs (40_contacts.cl) and colliders (30_colliders.cl)
+
+// The masses one contact of a body moves, for damping (0: static, infinite).
+// .x: what one contact of a flat face carries (Model.body_effective_mass), which the damping is
+// tuned for. Using more (a corner's share, say) would make a face landing, where all of a face's
+// contacts start in one substep, overdamp past the explicit stability limit and gain energy.
+// .y: the body's mass divided by the contacts it had in the previous substep (at most .x), which
+// caps the damping (see add_contact).
+inline float2 contact_mass(int body, __global const float2 *body_contact_mass)
+{
+    return (body == STATIC_BODY) ? (float2)(0.0f) : body_contact_mass[body];
+}
+
+// The mass a contact between two bodies moves: a * b / (a + b), or a against a static one (b = 0).
+inline float pair_mass(float a, float b)
+{
+    return (b > 0.0f) ? a * b / (a + b) : a;
+}
+
+typedef struct {
+    float stiffness;
+    float tangential_stiffness;
+    float substep;
+    float radius;
+} ContactConstants;
+
+// One contact seen from particle i. n points from i towards the other side, arm from i's centre to
+// the contact point (cc.radius * n between particles; voxel_support against colliders). Adds to force/torque
+// and records the friction spring in the next free slot. Mirrors ReferenceEngine._contact.
+// Slot s of the friction history is at old_xi[s * stride] (see particle_contacts for the layouts).
+inline void add_contact(
+    ContactConstants cc, int key, float3 n, float3 arm, float overlap,
+    float3 vel_i, float3 omega_i, float3 vel_j, float3 omega_j,
+    float2 mass_i, float2 mass_j, int mat_i, int mat_j,
+    __global const float *pair_damping_ratio, __global const float *pair_friction,
+    __global const float *pair_rolling,
+    const int *old_key, __global const float4 *old_xi, const int stride,
+    __global int *new_key, __global float4 *new_xi, int *slots_used,
+    float3 *force, float3 *torque)
+{
+    float m_eff = pair_mass(mass_i.x, mass_j.x);
+    float zeta = pair_damping_ratio[mat_i * MATERIAL_COUNT + mat_j];
+    float damping = 2.0f * zeta * sqrt(m_eff * cc.stiffness);
+    // A body on many contacts (a cube nested into another's face, a stack) sums their dashpots:
+    // beyond DAMPING_LIMIT times its mass per contact over the substep the explicit step rings at
+    // the substep rate instead of damping (settings.DAMPING_LIMIT explains the bound).
+    float m_share = pair_mass(mass_i.y, mass_j.y);
+    float damping_scale = (damping > 0.0f) ? fmin(1.0f, DAMPING_LIMIT * m_share / (damping * cc.substep)) : 1.0f;
+    damping *= damping_scale;
+    float damping_t = damping_scale * 2.0f * zeta * sqrt(m_eff * cc.tangential_stiffness);
+    float3 vc_i = vel_i + cross(omega_i, arm);
+    float3 vc_j = vel_j + cross(omega_j, -arm);
+    float3 v_rel = vc_i - vc_j;
+    float vn = dot(v_rel, n);
+    float fn = fmax(cc.stiffness * overlap + damping * vn, 0.0f);
+    float3 v_t = v_rel - vn * n;
+    float3 xi = (float3)(0.0f);
+    for (int s = 0; s < FRICTION_SLOTS; ++s) {
+        if (old_key[s] == EMPTY_SLOT) break;
+        if (old_key[s] == key) {
+            float3 stored = old_xi[s * stride].xyz;
+            xi = stored - dot(stored, n) * n;
+            break;
+        }
+    }
+    xi += v_t * cc.substep;
+    float3 f_t = -cc.tangential_stiffness * xi - damping_t * v_t;
+    float limit = pair_friction[mat_i * MATERIAL_COUNT + mat_j] * fn;
+    float ft_norm = length(f_t);
+    if (ft_norm > limit) {
+        f_t = (ft_norm > 0.0f) ? f_t * (limit / ft_norm) : (float3)(0.0f);
+        xi = -(f_t + damping_t * v_t) / cc.tangential_stiffness;
+    }
+    if (*slots_used < FRICTION_SLOTS) {
+        new_key[*slots_used * stride] = key;
+        new_xi[*slots_used * stride] = (float4)(xi, 0.0f);
+        *slots_used += 1;
+    }
+    *force += -fn * n + f_t;
+    *torque += cross(arm, -fn * n + f_t);  // the normal force's couple is zero for arm || n
+    // rolling resistance: a couple against the relative rolling, pure torque (momentum conserved)
+    float3 w_rel = omega_i - omega_j;
+    float3 w_roll = w_rel - dot(w_rel, n) * n;
+    float w_roll_norm = length(w_roll);
+    if (w_roll_norm > 0.0f) {
+        float rolling = pair_rolling[mat_i * MATERIAL_COUNT + mat_j] * cc.radius * fn;
+        *torque -= rolling * w_roll / fmax(w_roll_norm, ROLLING_REGULARIZATION);
+    }
+}

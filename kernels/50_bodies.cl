@@ -1,0 +1,174 @@
+// Stage 50, bodies (seed steps 3-4): per body the sum of its particles' forces and torques
+// (eq. 5.21-5.22), then momenta and pose, sleeping, and the neighbour lists' rebuild flag.
+// BODY_LANES work-items share a body and add their sums in a fixed tree order, so results stay
+// deterministic; BODY_LANES = 1 (CPUs) makes one work-item do a whole body.
+#define BODIES_PER_GROUP (BODY_GROUP_SIZE / BODY_LANES)
+
+typedef struct {
+    __global const float *body_mass;
+    __global const float *body_inv_inertia;        // 9 per body, body frame, row-major
+    __global const float2 *body_damping;           // per body: (linear, angular) fraction lost per second
+    __global const float *body_extent;             // centre of mass to farthest particle surface
+    __global float *body_quiet;                    // seconds the body has been still (sleeping)
+    __global float4 *body_position;
+    __global float4 *body_orientation;
+    __global float4 *body_momentum;
+    __global float4 *body_angular_momentum;
+    __global float4 *body_velocity;
+    __global float4 *body_angular_velocity;
+    __global float4 *build_position;               // pose at the last rebuild of the neighbour lists
+    __global float4 *build_orientation;
+} BodyArrays;
+
+inline void stop_body(int b, BodyArrays body)
+{
+    body.body_momentum[b] = (float4)(0.0f);
+    body.body_angular_momentum[b] = (float4)(0.0f);
+    body.body_velocity[b] = (float4)(0.0f);
+    body.body_angular_velocity[b] = (float4)(0.0f);
+}
+
+// touched: whether the body's contacts were computed although it sleeps (see compute_contacts)
+inline void integrate_body(int b, float3 force, float3 torque, float substep, float3 gravity,
+                           float terminal_speed, float4 sleep, bool touched, bool rebuild,
+                           float rebuild_distance, __global int *next_rebuild, BodyArrays body)
+{
+    float3 x = body.body_position[b].xyz;
+    float4 q = body.body_orientation[b];
+    if (rebuild) {  // this substep's grid and lists were built from this pose
+        body.build_position[b] = (float4)(x, 0.0f);
+        body.build_orientation[b] = q;
+    }
+    float mass = body.body_mass[b];
+    __global const float *inv_inertia = body.body_inv_inertia + 9 * b;
+    force += mass * gravity;
+
+    // sleeping: a still body stays put until it is accelerated (hit, or its support moved away)
+    float extent = body.body_extent[b];
+    float acceleration = length(force) / mass + length(angular_velocity(q, inv_inertia, torque)) * extent;
+    float quiet = body.body_quiet[b];
+    bool accelerated = acceleration >= sleep.z;
+    if (is_asleep(quiet, sleep)) {
+        bool contacts_skipped = sleep.w > 0.0f && !touched;
+        if (contacts_skipped || !accelerated) {
+            stop_body(b, body);
+            return;
+        }
+        quiet = 0.0f;
+    }
+
+    float3 P = body.body_momentum[b].xyz + force * substep;
+    float3 L = body.body_angular_momentum[b].xyz + torque * substep;
+    float2 damping = body.body_damping[b];
+    if (damping.x > 0.0f) P *= pow(1.0f - damping.x, substep);
+    if (damping.y > 0.0f) L *= pow(1.0f - damping.y, substep);
+    if (terminal_speed > 0.0f) {
+        float speed = length(P) / mass;
+        if (speed > terminal_speed) P *= terminal_speed / speed;
+    }
+    float3 v = P / mass;
+    x += v * substep;
+
+    float3 w = angular_velocity(q, inv_inertia, L);
+    float speed = length(w);
+    float angle = speed * substep;
+    if (angle >= 1e-12f) {
+        float3 axis = w / speed;
+        float4 dq = (float4)(axis * sin(0.5f * angle), cos(0.5f * angle));
+        q = quat_multiply(dq, q);
+        q = q * rsqrt(dot(q, q));
+    }
+    w = angular_velocity(q, inv_inertia, L);
+    body.body_position[b] = (float4)(x, 0.0f);
+    body.body_orientation[b] = q;
+    // the farthest any of its particles has moved since the rebuild: the centre's displacement
+    // plus the rotation's chord, 2 sin(angle / 2) |r| = 2 |vector part of q q_build^-1| |r|
+    float4 turn = quat_multiply(q, quat_conjugate(body.build_orientation[b]));
+    float moved = length(x - body.build_position[b].xyz) + 2.0f * length(turn.xyz) * extent;
+    if (moved > rebuild_distance) *next_rebuild = 1;  // every writer stores the same value
+    bool still = sleep.x > 0.0f && !accelerated && length(v) + length(w) * extent < sleep.x;
+    quiet = still ? quiet + substep : 0.0f;
+    body.body_quiet[b] = quiet;
+    if (is_asleep(quiet, sleep)) {
+        stop_body(b, body);  // falls asleep now
+        return;
+    }
+    body.body_momentum[b] = (float4)(P, 0.0f);
+    body.body_angular_momentum[b] = (float4)(L, 0.0f);
+    body.body_velocity[b] = (float4)(v, 0.0f);
+    body.body_angular_velocity[b] = (float4)(w, 0.0f);
+}
+
+__kernel __attribute__((reqd_work_group_size(BODY_GROUP_SIZE, 1, 1)))
+void integrate_bodies(
+    const int body_count,
+    const float substep,
+    const float4 gravity,
+    const float terminal_speed,
+    const float4 sleep,
+    __global const int *body_first_particle,
+    __global const int *body_particle_count,
+    __global const float4 *particle_force,
+    __global const float4 *particle_torque,       // about the body's centre of mass
+    __global const uchar *particle_has_force,
+    __global int *body_touched_in,                // read and cleared for the substep after next
+    __global const float *body_mass,
+    __global const float *body_inv_inertia,
+    __global const float2 *body_damping,
+    __global const float *body_extent,
+    __global float *body_quiet,
+    __global float4 *body_position,
+    __global float4 *body_orientation,
+    __global float4 *body_momentum,
+    __global float4 *body_angular_momentum,
+    __global float4 *body_velocity,
+    __global float4 *body_angular_velocity,
+    __global float4 *build_position,
+    __global float4 *build_orientation,
+    __global const int *rebuild,
+    __global int *next_rebuild,
+    const float rebuild_distance,      // 0.45 skin: a little under half, for rounding
+    __global float2 *body_contact_mass)  // .y written: mass per contact of this substep
+{
+    int lid = get_local_id(0);
+    int lane = lid % BODY_LANES;
+    int b = get_group_id(0) * BODIES_PER_GROUP + lid / BODY_LANES;
+    float4 force = (float4)(0.0f);  // .w: contacts
+    float3 torque = (float3)(0.0f);
+    if (b < body_count) {
+        int end = body_first_particle[b] + body_particle_count[b];
+        for (int i = body_first_particle[b] + lane; i < end; i += BODY_LANES) {
+            if (!particle_has_force[i]) continue;
+            force += particle_force[i];
+            torque += particle_torque[i].xyz;
+        }
+    }
+#if BODY_LANES > 1
+    // sum over the BODY_LANES lanes of each body in the work-group, in a fixed order
+    __local float4 sum_force[BODY_GROUP_SIZE];
+    __local float4 sum_torque[BODY_GROUP_SIZE];
+    sum_force[lid] = force;
+    sum_torque[lid] = (float4)(torque, 0.0f);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int stride = BODY_LANES / 2; stride > 0; stride >>= 1) {
+        if (lane < stride) {
+            sum_force[lid] += sum_force[lid + stride];
+            sum_torque[lid] += sum_torque[lid + stride];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    force = sum_force[lid];
+    torque = sum_torque[lid].xyz;
+#endif
+    if (lane != 0 || b >= body_count) return;
+    float2 contact = body_contact_mass[b];
+    contact.y = fmin(contact.x, body_mass[b] / fmax(force.w, 1.0f));
+    body_contact_mass[b] = contact;
+    BodyArrays body = {body_mass, body_inv_inertia, body_damping, body_extent, body_quiet, body_position,
+                       body_orientation, body_momentum, body_angular_momentum, body_velocity,
+                       body_angular_velocity, build_position, build_orientation};
+    bool touched = body_touched_in[b] != 0;
+    body_touched_in[b] = 0;
+    integrate_body(b, force.xyz, torque, substep, gravity.xyz, terminal_speed, sleep, touched, *rebuild != 0,
+                   rebuild_distance, next_rebuild, body);
+}

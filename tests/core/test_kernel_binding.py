@@ -1,0 +1,59 @@
+"""The kernels' stage layout and their arguments bound by name."""
+import numpy as np
+import pytest
+
+from addon.core.opencl_engine import (KERNEL_DIR, LAUNCH_ORDER, STAGES, OpenCLEngine, kernel_parameters,
+                                      program_source)
+from bench.scenes import cube_pile
+
+
+def test_stage_files_are_the_kernel_folder_in_increasing_order():
+    numbers = [stage.number for stage in STAGES]
+    assert numbers == sorted(set(numbers))
+    assert {stage.file for stage in STAGES} == {p.name for p in KERNEL_DIR.iterdir() if p.suffix in (".cl", ".h")}
+    for stage in STAGES:
+        # each stage's kernels are defined in its own file
+        assert set(kernel_parameters((KERNEL_DIR / stage.file).read_text())) == set(stage.kernels)
+
+
+def test_signatures_are_parsed_with_comments_and_attributes():
+    source = """
+    __kernel __attribute__((reqd_work_group_size(64, 1, 1)))
+    void first(__global const float4 *body_position,   // a comment, with a comma
+               const int count /* another, here */, __global uchar *flag)
+    { }
+    __kernel void second(const float4 sleep) { }
+    """
+    assert kernel_parameters(source) == {"first": ("body_position", "count", "flag"), "second": ("sleep",)}
+
+
+def test_every_parameter_has_a_value_and_a_missing_one_is_named():
+    engine = OpenCLEngine(cube_pile(4))
+    parameters = kernel_parameters(program_source())
+    assert set(parameters) == set(LAUNCH_ORDER)
+    for kernel, names in parameters.items():
+        for name in names:
+            assert name in engine.arguments, (kernel, name)
+    del engine.arguments["body_quiet"]
+    with pytest.raises(RuntimeError, match="'body_quiet'.*compute_contacts.*integrate_bodies"):
+        engine._bind()
+
+
+def test_set_argument_reaches_the_next_launch():
+    """The animated colliders' clock is the one argument set per substep, by name: a clock moved by
+    hand changes where the triangles are, so it must reach the kernel."""
+    from addon.core import ModelBuilder
+    from addon.core.shapes import cube_particles
+
+    def drop(shift):
+        builder = ModelBuilder(1.0 / 6.0)
+        builder.add_body(cube_particles(1.0), density=1000.0, position=(0.0, 0.0, 0.52))
+        vertices = np.array([[-3, -3, 0], [3, -3, 0], [3, 3, 0], [-3, 3, 0]], float)
+        builder.add_static_mesh(vertices, [[0, 1, 2], [0, 2, 3]], frames=[vertices, vertices + [0, 0, 0.1]])
+        engine = OpenCLEngine(builder.finalize())
+        engine.set_collider_frame(0, 1.0)
+        engine.colliders.tau += shift
+        engine.step(40)
+        return engine.body_state().position[0, 2]
+
+    assert drop(0.5) > drop(0.0) + 0.01
