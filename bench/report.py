@@ -54,9 +54,14 @@ def short_device(device: str) -> str:
         .replace(" (GPU, NVIDIA CUDA)", " (NVIDIA OpenCL)").replace("Intel(R) Xeon(R) Processor", "Intel Xeon")
 
 
-# Stages of the substep as the benchmark's device events name them, grouped as the engine's stages.
-STAGE_GROUPS = (("grid", ("buckets", "scan", "scatter", "sort")), ("gather", ("gather",)),
-                ("contacts", ("contacts",)), ("bodies", ("bodies",)))
+# Stages of the substep as the benchmark's device events name them, grouped as the engine's stages
+# (opencl_engine.STAGES): by kernel name, or in results recorded before the kernels were split by
+# stage, by the older short names.
+STAGE_GROUPS = (("grid", ("assign_buckets", "scan_bucket_groups", "scan_group_totals", "scatter_to_buckets",
+                          "sort_buckets", "buckets", "scan", "scatter", "sort")),
+                ("gather", ("gather_particles", "gather")),
+                ("contacts", ("compute_contacts", "contacts")),
+                ("bodies", ("integrate_bodies", "bodies")))
 
 
 def engine_table(name: str) -> str:
