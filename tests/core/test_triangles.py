@@ -53,8 +53,9 @@ def test_kernels_match_reference_with_static_and_moving_triangles():
                 engine.step(5)
             triangle_contacts += sum(1 for _, key in kernels.contact_keys() if key <= -2 - model.plane_count)
         expected, got = reference.body_state(), kernels.body_state()
-        np.testing.assert_allclose(got.position, expected.position, atol=2e-4)
-        np.testing.assert_allclose(got.velocity, expected.velocity, atol=3e-3)
+        # about 5x the largest differences measured on PoCL (1.1e-5 m, 1.5e-4 m/s)
+        np.testing.assert_allclose(got.position, expected.position, atol=5e-5)
+        np.testing.assert_allclose(got.velocity, expected.velocity, atol=8e-4)
     assert triangle_contacts > 10
 
 
