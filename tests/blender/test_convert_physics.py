@@ -37,10 +37,11 @@ def active():
     return bpy.context.view_layer.objects.active
 
 
-def simulate(dynamic, static, frames, radius, frame_step=1):
+def simulate(dynamic, static, frames, radius, frame_step=1, sleep_speed=0.02):
     conv = convert_scene(bpy.context, dynamic, static, radius=radius, frame_start=1,
                          frame_end=1 + frames * frame_step, frame_step=frame_step)
-    sim = Simulation(conv.model, SimulationSettings(gravity=(0, 0, -G)), frame_rate=FPS / frame_step)
+    sim = Simulation(conv.model, SimulationSettings(gravity=(0, 0, -G), sleep_speed=sleep_speed),
+                     frame_rate=FPS / frame_step)
     results = list(sim.frames(conv.frame_count))
     positions = np.array([r.positions for r in results])  # (F, B, 3)
     orientations = np.array([r.orientations for r in results])
@@ -83,7 +84,8 @@ def ramp_run(scene, angle_degrees, seconds):
     side = 1.0
     bpy.ops.mesh.primitive_cube_add(size=side, location=tuple(normal * side / 2), rotation=(theta, 0, 0))
     cube = active()
-    conv, pos, _ = simulate([cube], [ramp], frames=int(seconds * FPS), radius=side / 6)
+    # sleeping off: a cube creeping down the ramp must show, not be frozen once slow
+    conv, pos, _ = simulate([cube], [ramp], frames=int(seconds * FPS), radius=side / 6, sleep_speed=0.0)
     downhill = np.array([0.0, -math.cos(theta), -math.sin(theta)])
     times = np.arange(len(pos)) / FPS
     settle = int(0.3 * FPS)
