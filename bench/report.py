@@ -150,6 +150,19 @@ def convert_table(name: str) -> str:
         f"\nSteps of one run (s): {steps}.\n\n" + source(name, f"{machine(name, r)}, bpy {r['blender']}")
 
 
+def instances_table(name: str) -> str:
+    r = load(name)
+    m = r["machine"]
+    body = [[f"{r['bodies']:,}", r["frames"], f"{r['cache_write_s']:.1f}", f"{r['cache_write_cpu_s']:.1f}",
+             f"{r['cache_bytes'] / 1e6:,.0f} MB", f"{r['write_peak_traced_bytes'] / 1e6:.0f} MB",
+             f"{r['frame_eval_cpu_ms_median']:.1f}", f"{r['frame_eval_ms_median']:.1f}", f"{r['target_frame_eval_ms']:.0f}"]]
+    head = ["bodies", "frames", "cache write s", "of which CPU s", "cache size", "writer's peak memory",
+            "one frame's evaluation, CPU ms (median)", "wall ms (median)", "target ms"]
+    load_avg = m.get("load_average_1_5_15_min", ["?"])[0]
+    return rows(head, body) + "\n" + source(name, f"{m['cpu']}, {m['cores']} cores, bpy {r['bpy']}, "
+                                                  f"load {load_avg:.1f} during the run")
+
+
 TABLES = {
     "engine_h100": lambda: engine_table("engine_h100.json"),
     "engine_cpu": lambda: engine_table("engine_cpu_2core.json"),
@@ -160,6 +173,7 @@ TABLES = {
     "bake_keys": lambda: bake_keys_table(["bake_keys.json", "bake_keys_1k_epyc.json", "bake_keys_10k.json"]),
     "bake_rebake_clear": lambda: rebake_table("bake_rebake_clear_10k.json"),
     "convert": lambda: convert_table("convert.json"),
+    "instances": lambda: instances_table("instances_100k_cpu.json"),
 }
 
 MARKED = re.compile(r"(<!-- report:(\w+) -->\n)(.*?)(<!-- /report -->)", re.S)
