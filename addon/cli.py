@@ -1,7 +1,8 @@
 """Headless Simulate & Bake for render nodes.
 
-    blender --background scene.blend --python addon/cli.py -- [options]
-    python addon/cli.py --scene scene.blend [options]          (with the bpy module)
+    blender --command particle_bodies bake --scene scene.blend [options]     (installed extension)
+    blender --background scene.blend --python-exit-code 1 --python addon/cli.py -- [options]
+    python addon/cli.py --scene scene.blend [options]                        (with the bpy module)
 
 Dynamic bodies: --objects A,B or --collection NAME; by default the objects whose role is Dynamic
 Body, else the selection saved in the file. Static colliders: objects whose role is Static Collider
@@ -9,8 +10,14 @@ plus --colliders A,B. Settings not given on the command line come from the scene
 (else the defaults); the scene's gravity and frame rate always apply.
 
 The result is saved to --output (default: <scene>.baked.blend beside the input); the input file
-is never overwritten unless --overwrite is given. Exit status 0 on success, 1 with a one-line
-"error: ..." on stderr otherwise (2 for bad arguments).
+is never overwritten unless --overwrite is given. Everything that can be checked (arguments,
+output folder, frames, scene, objects, roles, device, device memory) is checked before anything
+is simulated. Exit status 0 on success; otherwise one line "error: ..." on stderr (--verbose adds
+the traceback) and exit status 1, or 2 for bad arguments.
+
+Inside the Blender binary the options must follow `--` (Blender reads everything before it), and
+only `--python-exit-code 1` makes Blender itself exit non-zero when a script raises; this script
+exits non-zero by itself either way.
 """
 from __future__ import annotations
 
@@ -19,57 +26,122 @@ import os
 import sys
 from pathlib import Path
 
-INSIDE_BLENDER = "bpy" in sys.modules  # the Blender binary imports bpy before running --python scripts
+# The Blender binary imports bpy before running --python scripts and has a binary path; the bpy
+# module (pip install bpy) has none.
+INSIDE_BLENDER = "bpy" in sys.modules and bool(getattr(sys.modules["bpy"].app, "binary_path", ""))
 ROOT = Path(__file__).resolve().parents[1]
+COMMAND = "particle_bodies"  # blender --command particle_bodies ...
+EXIT_FAILURE, EXIT_USAGE = 1, 2
 
 
 class CliError(Exception):
-    pass
+    """A reason to stop, printed as one line."""
+
+    exit_code = EXIT_FAILURE
 
 
-def parse_args(argv):
-    p = argparse.ArgumentParser(
-        prog="blender --background scene.blend --python addon/cli.py --" if INSIDE_BLENDER else "addon/cli.py",
-        description="Simulate objects of a .blend as particle rigid bodies and bake them to keyframes.")
+class UsageError(CliError):
+    exit_code = EXIT_USAGE
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    def error(self, message):  # argparse prints the usage and exits; one line instead
+        raise UsageError(f"{message} (see --help)")
+
+
+def _count(minimum: int):
+    def parse(text):
+        value = int(text)
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {text}")
+        return value
+    parse.__name__ = "integer"  # argparse names the type in "invalid integer value"
+    return parse
+
+
+def _positive(text):
+    value = float(text)
+    if not value > 0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {text}")
+    return value
+
+
+_positive.__name__ = "number"
+
+
+def _not_negative(text):
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {text}")
+    return value
+
+
+_not_negative.__name__ = "number"
+
+
+def add_bake_arguments(p: argparse.ArgumentParser) -> None:
+    """The bake options, shared by the --python script and `blender --command particle_bodies bake`."""
     p.add_argument("--scene", help=".blend file to open (default inside Blender: the file Blender opened)")
     p.add_argument("--scene-name", help="scene in the file (default: the file's active scene)")
     group = p.add_mutually_exclusive_group()
-    group.add_argument("--objects", help="comma-separated names of the dynamic bodies")
-    group.add_argument("--collection", help="collection whose mesh objects are the dynamic bodies")
+    group.add_argument("--objects", help="comma-separated names of the dynamic bodies (not Static Colliders)")
+    group.add_argument("--collection",
+                       help="collection whose mesh objects are the dynamic bodies (those whose role is Static "
+                            "Collider stay colliders, Ignored ones stay out)")
     p.add_argument("--colliders", help="comma-separated names of static colliders (added to role Static Collider)")
     p.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"), help="frame range (default: scene's)")
-    p.add_argument("--step", type=int, help="key every Nth frame")
-    p.add_argument("--substeps", type=int, help="substeps per frame (default: automatic)")
-    p.add_argument("--radius", type=float, help="particle radius (default: automatic)")
-    p.add_argument("--sleep-speed", type=float, metavar="M_PER_S",
+    p.add_argument("--step", type=_count(1), help="key every Nth frame")
+    p.add_argument("--substeps", type=_count(1), help="substeps per frame (default: automatic)")
+    p.add_argument("--radius", type=_positive, help="particle radius (default: automatic)")
+    p.add_argument("--sleep-speed", type=_not_negative, metavar="M_PER_S",
                    help="bodies slower than this for --sleep-time seconds stop until hit (0: never; default 0.02 "
                         "or the scene's setting)")
-    p.add_argument("--sleep-time", type=float, metavar="SECONDS", help="see --sleep-speed (default 0.5)")
+    p.add_argument("--sleep-time", type=_positive, metavar="SECONDS", help="see --sleep-speed (default 0.5)")
     p.add_argument("--device", help="OpenCL device: auto, gpu, cpu, P:D, or part of its name")
     p.add_argument("--backend", choices=("opencl", "reference"), default="opencl",
                    help="simulation engine (default: opencl; reference is slow NumPy)")
-    p.add_argument("--max-particles", type=int, help="refuse scenes needing more particles than this")
+    p.add_argument("--max-particles", type=_count(1), help="refuse scenes needing more particles than this")
     p.add_argument("--bake-mode", choices=("keyframes", "instances"), default="keyframes",
                    help="keyframes: key each body's object; instances: one object shows every body from a point "
                         "cache written beside --output (plays without the add-on; for 10,000 bodies and more)")
     p.add_argument("--cache-folder", help="instances: folder of the point cache (default: prb_cache beside --output)")
     p.add_argument("--output", help="where to save the baked file (default: <scene>.baked.blend)")
     p.add_argument("--overwrite", action="store_true", help="allow --output to be the input file or an existing file")
-    return p.parse_args(argv)
+    p.add_argument("--verbose", action="store_true", help="print the traceback of an error")
+
+
+def script_parser() -> argparse.ArgumentParser:
+    prog = ("blender --background scene.blend --python-exit-code 1 --python addon/cli.py --" if INSIDE_BLENDER
+            else "addon/cli.py")
+    p = _ArgumentParser(prog=prog, description="Simulate objects of a .blend as particle rigid bodies and bake "
+                                               "them to keyframes.")
+    add_bake_arguments(p)
+    return p
+
+
+def command_parser() -> argparse.ArgumentParser:
+    p = _ArgumentParser(prog=f"blender --command {COMMAND}",
+                        description="Particle Rigid Bodies from the command line (the installed extension).")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+    bake = actions.add_parser("bake", help="simulate objects of a .blend and bake them to keyframes",
+                              description="Simulate objects of a .blend as particle rigid bodies and bake them "
+                                          "to keyframes; the result goes to --output.")
+    add_bake_arguments(bake)
+    return p
 
 
 def _names(text):
     return [n.strip() for n in text.split(",") if n.strip()] if text else []
 
 
-def _lookup(bpy, names, what):
-    found, missing = [], []
-    for name in names:
-        obj = bpy.data.objects.get(name)
-        (found if obj is not None else missing).append(obj if obj is not None else name)
+def _lookup(bpy, scene, names, what):
+    missing = [n for n in names if n not in bpy.data.objects]
     if missing:
         raise CliError(f"{what} not found in the file: {', '.join(missing)}")
-    return found
+    elsewhere = [n for n in names if n not in scene.objects]
+    if elsewhere:
+        raise CliError(f"{what} not in scene {scene.name!r}: {', '.join(elsewhere)}")
+    return [bpy.data.objects[n] for n in names]
 
 
 def _output_path(args, input_path: str | None) -> str:
@@ -86,32 +158,40 @@ def _output_path(args, input_path: str | None) -> str:
         raise CliError(f"--output is the input file {out}; pass --overwrite to replace it")
     if os.path.exists(out) and not args.overwrite and os.path.abspath(input_path or "") != out:
         raise CliError(f"{out} exists; pass --overwrite to replace it")
-    if not os.path.isdir(os.path.dirname(out)):
-        raise CliError(f"folder of --output does not exist: {os.path.dirname(out)}")
+    if os.path.isdir(out):
+        raise CliError(f"--output is a folder: {out}")
+    folder = os.path.dirname(out)
+    if not os.path.isdir(folder):
+        raise CliError(f"folder of --output does not exist: {folder}")
+    from .blender.save import check_writable
+
+    check_writable(folder, CliError)  # the save writes a temporary file there first: try exactly that
     return out
 
 
-def run(argv) -> int:
-    args = parse_args(argv)
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
+def bake(args) -> int:
+    """Run one bake from parsed arguments; raises CliError (or another exception) on failure."""
     import bpy
 
+    from . import blender
+    from .blender import job as job_module
+    from .blender.job import BakeJob, BakeOptions, pick_objects
+    from .blender.progress import ProgressPrinter
+    from .blender.save import save_copy_atomically
+
     registered_here = False
-    blender = None
     try:
         if args.scene:
             path = os.path.abspath(args.scene)
             if not os.path.isfile(path):
                 raise CliError(f"scene file not found: {path}")
+            out = _output_path(args, path)
             bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
-        elif not INSIDE_BLENDER:
+        elif bpy.data.filepath:
+            out = _output_path(args, bpy.data.filepath)
+        else:
             raise CliError("give --scene FILE.blend")
         input_path = bpy.data.filepath or None
-        out = _output_path(args, input_path)
-
-        import addon.blender as blender  # noqa: E402  (after sys.path is set)
-        from addon.blender.job import BakeError, BakeJob, BakeOptions, pick_objects, print_log
 
         if not hasattr(bpy.types.Scene, "prb_settings"):  # not already enabled as an extension
             blender.register()
@@ -128,14 +208,21 @@ def run(argv) -> int:
 
         roles_dynamic, roles_static = pick_objects(context, selected=[])
         if args.objects:
-            dynamic = _lookup(bpy, _names(args.objects), "objects")
+            dynamic = _lookup(bpy, scene, _names(args.objects), "objects")
+            for obj in dynamic:
+                if obj.prb.role in (job_module.ROLE_STATIC, job_module.ROLE_IGNORED):
+                    role = "Static Collider" if obj.prb.role == job_module.ROLE_STATIC else "Ignored"
+                    raise CliError(f"--objects names {obj.name!r}, whose role is {role}: set its role to Dynamic "
+                                   f"Body or Follow Selection, or leave it out")
         elif args.collection:
             coll = bpy.data.collections.get(args.collection)
             if coll is None:
                 raise CliError(f"collection {args.collection!r} not found")
-            dynamic = [o for o in coll.all_objects if o.type == "MESH" and o.prb.role != "IGNORED"]
+            dynamic = [o for o in coll.all_objects if o.type == "MESH" and o.name in scene.objects
+                       and o.prb.role not in (job_module.ROLE_STATIC, job_module.ROLE_IGNORED)]
             if not dynamic:
-                raise CliError(f"collection {args.collection!r} has no mesh objects")
+                raise CliError(f"collection {args.collection!r} has no mesh objects that can move "
+                               f"(in scene {scene.name!r}, role neither Static Collider nor Ignored)")
         elif roles_dynamic:
             dynamic = roles_dynamic
         else:
@@ -145,9 +232,11 @@ def run(argv) -> int:
                                "with the objects selected")
         dynamic_names = {o.name for o in dynamic}
         static = [o for o in roles_static if o.name not in dynamic_names]
-        for obj in _lookup(bpy, _names(args.colliders), "colliders"):
-            if obj.name not in dynamic_names and obj not in static:
-                static.append(obj)
+        colliders = _lookup(bpy, scene, _names(args.colliders), "colliders")
+        both = [o.name for o in colliders if o.name in dynamic_names]
+        if both:
+            raise CliError(f"named both as dynamic bodies and as --colliders: {', '.join(both)}")
+        static += [o for o in colliders if o not in static]
 
         frames = args.frames or (None, None)
         options = BakeOptions.from_scene(
@@ -155,44 +244,109 @@ def run(argv) -> int:
             radius=args.radius, device=args.device, backend=args.backend, max_particles=args.max_particles,
             sleep_speed=args.sleep_speed, sleep_time=args.sleep_time, bake_mode=args.bake_mode.upper(),
             cache_folder=os.path.abspath(args.cache_folder or os.path.join(os.path.dirname(out), "prb_cache")))
+        progress = ProgressPrinter(sys.stderr)
+        job = BakeJob(context, dynamic, static, options, log=job_module.print_log, progress=progress)
+        job.check()  # settings, device and its memory: refused here, before anything is converted or simulated
         print(f"PRB: baking {len(dynamic)} objects, {len(static)} colliders from {input_path or 'the open file'}",
               flush=True)
-        job = BakeJob(context, dynamic, static, options, log=print_log)
         try:
             result = job.run()
         except BaseException:
             job.cancel()
             raise
-        bpy.ops.wm.save_as_mainfile(filepath=out, copy=True)
+        finally:
+            progress.close()
+        try:
+            save_copy_atomically(out)
+        except (OSError, RuntimeError) as exc:  # RuntimeError: Blender's own report of a failed write
+            raise CliError(f"could not save {out}: {getattr(exc, 'strerror', None) or exc}") from exc
         print(f"PRB: saved {out}", flush=True)
         print(f"PRB: {result.summary()}", flush=True)
         return 0
-    except CliError as exc:
-        print(f"error: {exc}", file=sys.stderr, flush=True)
-        return 1
-    except Exception as exc:  # noqa: BLE001 - one line for the render farm's log
-        from addon.blender.operators import user_message
-
-        message, expected = user_message(exc)
-        if not expected:
-            import traceback
-
-            traceback.print_exc()
-        print(f"error: {message}", file=sys.stderr, flush=True)
-        return 1
     finally:
         if registered_here:
             blender.unregister()
 
 
-def main() -> None:
-    if "--" in sys.argv:
-        argv = sys.argv[sys.argv.index("--") + 1:]
-    elif INSIDE_BLENDER:
-        argv = []
+def error_line(exc: BaseException) -> str:
+    """The one line a render farm's log shows for a failure."""
+    if isinstance(exc, CliError):
+        return str(exc)
+    try:
+        from .blender.operators import user_message
+    except Exception:  # noqa: BLE001 - the add-on itself does not import (numpy missing, ...)
+        return f"{type(exc).__name__}: {exc}"
+    return user_message(exc)[0]
+
+
+def _report(exc: BaseException, verbose: bool) -> int:
+    if verbose:
+        import traceback
+
+        traceback.print_exception(exc)
+    text = " ".join(error_line(exc).split())  # one line, whatever the message holds
+    print(f"error: {text}", file=sys.stderr, flush=True)
+    return getattr(exc, "exit_code", EXIT_FAILURE)
+
+
+def _run_guarded(parse, argv) -> int:
+    """Parse and bake; every failure becomes one line on stderr and a non-zero status."""
+    verbose = "--verbose" in argv
+    try:
+        try:
+            args = parse(argv)
+        except SystemExit as exc:  # --help
+            return exc.code if isinstance(exc.code, int) else 0
+        if getattr(args, "action", "bake") != "bake":
+            raise UsageError(f"unknown action {args.action!r}")
+        return bake(args)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr, flush=True)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one line for the render farm's log
+        return _report(exc, verbose)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+def command(argv) -> int:
+    """`blender --command particle_bodies ...` (registered by the add-on; Blender passes the arguments)."""
+    def parse(argv):
+        args = command_parser().parse_args(argv)
+        if not args.scene:  # Blender has no file open when it runs a command
+            raise UsageError("give --scene FILE.blend")
+        return args
+
+    return _run_guarded(parse, list(argv))
+
+
+def _script_argv(argv: list[str]) -> list[str]:
+    """The script's own arguments: after `--` inside Blender (Blender reads everything before it)."""
+    if "--" in argv:
+        return argv[argv.index("--") + 1:]
+    if not INSIDE_BLENDER:
+        return argv[1:]
+    known = {s for a in script_parser()._actions for s in a.option_strings if s.startswith("--")}
+    here = os.path.realpath(__file__)
+    after_script = next((i + 1 for i, a in enumerate(argv) if os.path.realpath(a) == here), 1)
+    ours = [a for a in argv[after_script:] if a.split("=", 1)[0] in known]
+    if ours:
+        raise UsageError(f"put `--` before the add-on's options ({' '.join(ours)}), or Blender reads them itself: "
+                         f"blender -b scene.blend --python addon/cli.py -- {' '.join(ours)} ...")
+    raise UsageError("end the command line with `--` and the add-on's options after it (`--` alone: the scene's "
+                     "settings): blender -b scene.blend --python addon/cli.py -- [options]")
+
+
+def main(argv=None) -> None:
+    """The --python script and plain-Python entry point: exits non-zero on any failure."""
+    argv = list(sys.argv if argv is None else argv)
+    try:
+        own = _script_argv(argv)
+    except UsageError as exc:
+        code = _report(exc, False)
     else:
-        argv = sys.argv[1:]
-    code = run(argv)
+        code = _run_guarded(lambda a: script_parser().parse_args(a), own)
     sys.stdout.flush()
     sys.stderr.flush()
     if code or not INSIDE_BLENDER:
@@ -200,4 +354,16 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if __package__:
+        main()
+    else:
+        # Run as a file (--python addon/cli.py): import it again as part of its package so that its
+        # relative imports work. An import failure (numpy missing...) is still one line and exit 1.
+        if str(ROOT) not in sys.path:
+            sys.path.insert(0, str(ROOT))
+        try:
+            from addon import cli as _package_cli
+        except Exception as _exc:  # noqa: BLE001
+            print(f"error: {type(_exc).__name__}: {_exc}", file=sys.stderr, flush=True)
+            sys.exit(EXIT_FAILURE)
+        _package_cli.main()

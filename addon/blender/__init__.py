@@ -9,7 +9,7 @@ import importlib
 
 import bpy
 
-_MODULE_NAMES = ("properties", "operators", "bake_instances", "preview", "panels")
+_MODULE_NAMES = ("properties", "operators", "bake_instances", "preview", "panels", "command")
 _registered: list = []  # (module, classes) actually registered, in order
 
 

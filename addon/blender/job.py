@@ -87,6 +87,12 @@ class BakeOptions:
             raise BakeError(f"sleep time must be more than 0 s, got {self.sleep_time}")
         if self.bake_mode not in BAKE_MODES:
             raise BakeError(f"bake mode must be one of {', '.join(BAKE_MODES)}, got {self.bake_mode!r}")
+        if self.substeps is not None and self.substeps < 1:
+            raise BakeError(f"substeps per frame must be at least 1, got {self.substeps}")
+        if self.radius is not None and not self.radius > 0:
+            raise BakeError(f"particle radius must be more than 0, got {self.radius}")
+        if self.max_particles < 1:
+            raise BakeError(f"the particle limit must be at least 1, got {self.max_particles}")
 
     @property
     def frame_count(self) -> int:
@@ -166,6 +172,14 @@ def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
     return dict(bodies=len(volumes), particles=particles, memory=memory, radius=radius)
 
 
+def format_bytes(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024.0
+    return f"{n:.1f} GB"
+
+
 def _transform_values(obj):
     return (tuple(obj.location), tuple(obj.rotation_euler), tuple(obj.rotation_quaternion),
             tuple(obj.rotation_axis_angle), tuple(obj.scale))
@@ -177,7 +191,7 @@ def _set_transform_values(obj, values):
 
 class BakeJob:
     def __init__(self, context, dynamic_objects, static_objects=(), options: BakeOptions | None = None, *,
-                 live: bool = False, log=None):
+                 live: bool = False, log=None, progress=None):
         self.context = context
         self.scene = context.scene
         self.dynamic = list(dynamic_objects)
@@ -185,6 +199,8 @@ class BakeJob:
         self.options = options or BakeOptions.from_scene(self.scene)
         self.live = live
         self.log = log
+        self.progress_callback = progress  # called with the job after each simulated frame
+        self.checked = None  # what check() found: device, estimate
         self.converted = None
         self.sim = None
         self._frames = None
@@ -215,15 +231,39 @@ class BakeJob:
     def device_name(self) -> str:
         return self.sim.device_name if self.sim else ""
 
+    def check(self) -> dict:
+        """Refuse what can be refused before converting or simulating: settings, objects, roles, the
+        device and its memory (the panel's estimate). Returns the estimate with the chosen device."""
+        opts = self.options
+        opts.validate()
+        if not self.dynamic:
+            raise BakeError("nothing to simulate: select mesh objects or set their role to Dynamic Body")
+        both = sorted({o.name for o in self.dynamic} & {o.name for o in self.static})
+        if both:
+            raise BakeError(f"objects both dynamic and static colliders: {', '.join(both)}")
+        device = None
+        if opts.backend == "opencl":
+            from ..core.device import choose_device
+
+            device = choose_device(opts.device)
+        est = estimate(self.context, self.dynamic, opts)
+        if device is not None and est["memory"] > device.global_memory:
+            raise BakeError(
+                f"about {format_bytes(est['memory'])} of device memory needed for ~{est['particles']:,} particles, "
+                f"{device.label} has {format_bytes(device.global_memory)}: use larger particles (Particle Size: "
+                f"Manual, a larger radius) or fewer objects")
+        self.checked = dict(est, device=device)
+        return self.checked
+
     def start(self) -> None:
         from .convert import ConversionError, convert_scene
         from ..core import SimulationSettings
         from ..core.simulation import Simulation
 
         opts = self.options
-        opts.validate()
-        if not self.dynamic:
-            raise BakeError("nothing to simulate: select mesh objects or set their role to Dynamic Body")
+        if self.checked is None:
+            self.check()
+        device = self.checked["device"]
         self.started_wall = time.perf_counter()
         self._saved_frame = (self.scene.frame_current, self.scene.frame_subframe)
         try:
@@ -253,9 +293,18 @@ class BakeJob:
             self.objects = [objects_by_name.get(link.object_name) or bpy.data.objects[link.object_name]
                             for link in links]
             self.links = links
+            if device is not None:
+                from ..core.opencl_engine import estimate_device_memory
+
+                needed = estimate_device_memory(conv.particle_count, conv.model.body_count)
+                if needed > device.global_memory:
+                    raise BakeError(
+                        f"{conv.particle_count:,} particles need about {format_bytes(needed)} of device memory, "
+                        f"{device.label} has {format_bytes(device.global_memory)}: use larger particles or "
+                        f"fewer objects")
             settings = SimulationSettings(gravity=gravity, target_penetration=opts.target_penetration,
                                           sleep_speed=opts.sleep_speed, sleep_time=opts.sleep_time,
-                                          device=opts.device)
+                                          device=device.selector if device is not None else opts.device)
             try:
                 self.sim = Simulation(conv.model, settings, frame_rate=frame_rate(self.scene) / opts.frame_step,
                                       substeps_per_frame=opts.substeps, backend=opts.backend)
@@ -289,9 +338,8 @@ class BakeJob:
                 frame = next(self._frames)
                 self._done = frame.index
                 self._keep(frame)
-                if self.log and (self._done % max(1, self.frames_total // 10) == 0 or self._done == self.frames_total):
-                    self._say(f"PRB: frame {self.options.frame_start + self._done * self.options.frame_step} "
-                              f"({self._done}/{self.frames_total}, {100 * self.progress:.0f}%)")
+                if self.progress_callback is not None:
+                    self.progress_callback(self)
                 if time_budget is not None and time.perf_counter() - t0 >= time_budget:
                     break
         except BaseException:

@@ -8,6 +8,7 @@ from bpy.props import EnumProperty
 
 from . import bake, bake_instances
 from .job import BakeError, BakeJob, BakeOptions, pick_objects, print_log
+from .progress import ProgressPrinter
 
 BACKEND_ITEMS = (
     ("opencl", "OpenCL", "The OpenCL engine (GPU or CPU device)"),
@@ -56,8 +57,9 @@ class PRB_OT_simulate_bake(bpy.types.Operator):
     def _make_job(self, context, live: bool) -> BakeJob:
         dynamic, static = pick_objects(context)
         options = BakeOptions.from_scene(context.scene, backend=self.backend)
-        return BakeJob(context, dynamic, static, options, live=live,
-                       log=print_log if bpy.app.background else None)
+        headless = bpy.app.background
+        return BakeJob(context, dynamic, static, options, live=live, log=print_log if headless else None,
+                       progress=ProgressPrinter() if headless else None)
 
     def _finish_report(self, result) -> None:
         self.report({"INFO"}, result.summary())

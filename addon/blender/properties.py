@@ -43,8 +43,8 @@ def list_devices() -> list[tuple[str, str]]:
         from ..core import device as core_device
 
         devices = core_device.list_devices()
-        try:
-            _device_state["auto"] = core_device.choose_device(None).label
+        try:  # listing is not choosing: no "using the CPU" warning here
+            _device_state["auto"] = core_device.choose_device(None, announce=False).label
         except Exception:
             pass
         return [(d.selector, d.label) for d in devices]

@@ -158,7 +158,8 @@ def list_devices() -> list[DeviceInfo]:
     return devices
 
 
-def choose_device(selector: str | None = None) -> DeviceInfo:
+def choose_device(selector: str | None = None, *, announce: bool = True) -> DeviceInfo:
+    """The device a selector names; ``announce``: warn when "auto" falls back to a CPU."""
     devices = list_devices()
     selector = (selector or os.environ.get(ENV_VARIABLE) or "auto").strip()
     key = selector.lower()
@@ -166,7 +167,8 @@ def choose_device(selector: str | None = None) -> DeviceInfo:
         gpus = [d for d in devices if d.is_gpu]
         if gpus:
             return gpus[0]
-        log.warning("No OpenCL GPU found; using the CPU device %s.%s", devices[0].label, _nvidia_icd_hint())
+        if announce:
+            log.warning("No OpenCL GPU found; using the CPU device %s.%s", devices[0].label, _nvidia_icd_hint())
         return devices[0]
     if key in ("gpu", "cpu"):
         wanted = [d for d in devices if d.is_gpu == (key == "gpu")]

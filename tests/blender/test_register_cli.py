@@ -93,7 +93,7 @@ def test_cli_bakes_a_saved_file_read_back_by_another_process(tmp_path):
     env = dict(os.environ, BLENDER_USER_RESOURCES=str(tmp_path / "user"))
     proc = subprocess.run(cli, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "PRB: frame 8 (7/7, 100%)" in proc.stdout  # progress lines
+    assert "PRB: frame 7/7 (100%), 2 bodies" in proc.stderr  # progress lines
     assert hashlib.sha256(scene.read_bytes()).hexdigest() == digest  # input untouched
 
     proc = run_python(READ_KEYS, str(out))
@@ -121,7 +121,7 @@ def test_cli_bakes_a_saved_file_read_back_by_another_process(tmp_path):
     assert not (tmp_path / "x.blend").exists()
     bad = cli[:-2] + ["--sleep-speed", "-1", "--output", str(tmp_path / "x.blend")]
     proc = subprocess.run(bad, capture_output=True, text=True, env=env)
-    assert proc.returncode == 1 and "sleep speed" in proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and "--sleep-speed" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "x.blend").exists()
 
 

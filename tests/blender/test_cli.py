@@ -1,0 +1,308 @@
+"""The headless CLI's contract (addon/cli.py; `blender --command particle_bodies`): exit status 0 only
+on success, one line "error: ..." otherwise, and every bad input refused before anything is
+simulated or written. One Python process runs all the refusals in turn (fast: a tiny scene), with
+the conversion and the simulation replaced by recorders, so a refusal that comes too late shows."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from test_register_cli import ROOT, run_python
+
+SCENE = """
+    import sys, bpy, addon.blender as blender
+    blender.register()
+    try:
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        scene = bpy.context.scene
+        scene.frame_start, scene.frame_end = 1, 6
+        bodies = bpy.data.collections.new("Bodies")
+        scene.collection.children.link(bodies)
+        for name, loc in (("A", (0, 0, 1)), ("B", (1.5, 0, 1.5))):
+            bpy.ops.mesh.primitive_cube_add(size=0.4, location=loc)
+            bpy.context.object.name = name
+            bpy.context.object.prb.role = "DYNAMIC"
+            bodies.objects.link(bpy.context.object)
+        bpy.ops.mesh.primitive_plane_add(size=6)
+        ground = bpy.context.object
+        ground.name = "Ground"
+        ground.prb.role = "STATIC"
+        bodies.objects.link(ground)  # a collider in the collection stays a collider
+        bpy.data.scenes.new("Empty")
+        bpy.ops.wm.save_as_mainfile(filepath=sys.argv[1])
+    finally:
+        blender.unregister()
+"""
+
+# Runs each case through the real entry point in this one process. The conversion and the
+# simulation are wrapped by recorders; the output folder is listed after each case.
+DRIVER = """
+    import contextlib, io, json, os, sys
+    import bpy
+    cases, folder = json.loads(sys.argv[1]), sys.argv[2]
+    sys.argv = ["python"]
+    from addon import cli
+    import addon.blender.convert as convert
+    import addon.core.simulation as simulation
+    calls = []
+    real_convert, real_simulation = convert.convert_scene, simulation.Simulation
+    def recording_convert(*a, **k):
+        calls.append("convert")
+        return real_convert(*a, **k)
+    class RecordingSimulation(real_simulation):
+        def __init__(self, *a, **k):
+            calls.append("simulate")
+            super().__init__(*a, **k)
+    convert.convert_scene = recording_convert
+    simulation.Simulation = RecordingSimulation
+    import dataclasses, addon.core.device as device
+    real_choose = device.choose_device
+    def small_device(*a, **k):  # this machine's device with the memory the test asks for
+        return dataclasses.replace(real_choose(*a, **k), global_memory=int(os.environ["PRB_TEST_DEVICE_MEMORY"]))
+    device.choose_device = small_device
+    results = {}
+    for name, (entry, argv) in cases.items():
+        calls.clear()
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            if entry == "command":
+                code = cli.command(argv)
+            else:
+                try:
+                    cli.main(argv)
+                    code = 0
+                except SystemExit as exc:
+                    code = exc.code
+        results[name] = dict(code=code, stderr=err.getvalue(), calls=list(calls), files=sorted(os.listdir(folder)))
+    print("RESULTS" + json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def scene_file(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    scene = folder / "scene.blend"
+    proc = run_python(SCENE, str(scene))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return scene
+
+
+def _cases(scene, out_dir):
+    out = str(out_dir / "out.blend")
+    base = ["python", "--scene", str(scene), "--output", out]
+    return {
+        # name: (entry point, argv), the argv as sys.argv would be (main) or Blender passes it (command)
+        # /sys: no file can be created there, even by root (a read-only folder would not stop root)
+        "unwritable output": ("main", ["python", "--scene", str(scene), "--output", "/sys/o.blend"]),
+        "output folder missing": ("main", ["python", "--scene", str(scene), "--output", str(out_dir / "no" / "o.blend")]),
+        "output not .blend": ("main", ["python", "--scene", str(scene), "--output", str(out_dir / "o.txt")]),
+        "frames empty": ("main", base + ["--frames", "5", "5"]),
+        "frames backwards": ("main", base + ["--frames", "9", "2"]),
+        "frames not numbers": ("main", base + ["--frames", "1", "x"]),
+        "scene file missing": ("main", ["python", "--scene", str(out_dir / "nope.blend"), "--output", out]),
+        "scene name missing": ("main", base + ["--scene-name", "Nope"]),
+        "object missing": ("main", base + ["--objects", "A,Nope"]),
+        "object in another scene": ("main", base + ["--scene-name", "Empty", "--objects", "A"]),
+        "collection missing": ("main", base + ["--collection", "Nope"]),
+        "collider missing": ("main", base + ["--objects", "A", "--colliders", "Nope"]),
+        "collider named as dynamic": ("main", base + ["--objects", "A,Ground"]),
+        "dynamic named as collider": ("main", base + ["--objects", "A", "--colliders", "A"]),
+        "device missing": ("main", base + ["--objects", "A", "--device", "nvidia"]),
+        "step 0": ("main", base + ["--step", "0"]),
+        "substeps 0": ("main", base + ["--substeps", "0"]),
+        "radius 0": ("main", base + ["--radius", "0"]),
+        "sleep time 0": ("main", base + ["--sleep-time", "0"]),
+        "unknown option": ("main", base + ["--bogus"]),
+        "max particles": ("main", base + ["--objects", "A", "--max-particles", "3"]),
+        "device memory": ("main", base + ["--objects", "A", "--radius", "0.0005"]),
+        "command: collider named as dynamic": ("command", ["bake"] + base[1:] + ["--objects", "Ground"]),
+        "command: no action": ("command", ["--scene", str(scene)]),
+        "command: no scene": ("command", ["bake", "--output", out]),
+    }
+
+
+@pytest.fixture(scope="module")
+def refusals(scene_file, tmp_path_factory):
+    out_dir = tmp_path_factory.mktemp("cli-out")
+    cases = _cases(scene_file, out_dir)
+    # a device with 64 MB of memory, whatever this machine has: the memory check must refuse before converting
+    env = {"PRB_TEST_DEVICE_MEMORY": str(64 << 20)}
+    proc = run_python(DRIVER, json.dumps(cases), str(out_dir), env_extra=env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(proc.stdout.split("RESULTS", 1)[1]), out_dir
+
+
+
+EXPECTED = {  # case: (exit status, words the one-line message must hold)
+    "unwritable output": (1, ["cannot write", "/sys"]),
+    "output folder missing": (1, ["does not exist"]),
+    "output not .blend": (1, [".blend"]),
+    "frames empty": (1, ["frame range 5-5"]),
+    "frames backwards": (1, ["frame range 9-2"]),
+    "frames not numbers": (2, ["--frames", "invalid"]),
+    "scene file missing": (1, ["scene file not found"]),
+    "scene name missing": (1, ["scene 'Nope' not found"]),
+    "object missing": (1, ["objects not found", "Nope"]),
+    "object in another scene": (1, ["not in scene 'Empty'", "A"]),
+    "collection missing": (1, ["collection 'Nope' not found"]),
+    "collider missing": (1, ["colliders not found", "Nope"]),
+    "collider named as dynamic": (1, ["Ground", "Static Collider"]),
+    "dynamic named as collider": (1, ["both", "A"]),
+    "device missing": (1, ["No OpenCL device matches 'nvidia'"]),
+    "step 0": (2, ["--step", "1 or more"]),
+    "substeps 0": (2, ["--substeps", "1 or more"]),
+    "radius 0": (2, ["--radius", "more than 0"]),
+    "sleep time 0": (2, ["--sleep-time", "more than 0"]),
+    "unknown option": (2, ["--bogus"]),
+    "max particles": (1, ["more than the limit of 3"]),
+    "device memory": (1, ["device memory", "64.0 MB"]),
+    "command: collider named as dynamic": (1, ["Ground", "Static Collider"]),
+    "command: no action": (2, ["ACTION"]),
+    "command: no scene": (2, ["--scene"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_bad_input_is_refused_before_simulating(refusals, case):
+    results, _ = refusals
+    got = results[case]
+    code, words = EXPECTED[case]
+    lines = [line for line in got["stderr"].splitlines() if line.strip()]
+    assert got["code"] == code, got
+    assert lines and lines[-1].startswith("error: "), got["stderr"]
+    assert "Traceback" not in got["stderr"]
+    for word in words:
+        assert word in lines[-1], (word, lines[-1])
+    assert "simulate" not in got["calls"], got  # refused before any simulation
+    if case != "max particles":  # the particle limit is the conversion's own check
+        assert got["calls"] == [], got  # ...and before converting anything
+    assert got["files"] == [], got  # nothing written, no temporary file left
+
+
+def test_help_of_the_command_and_the_script():
+    proc = run_python("""
+        import sys, contextlib, io
+        import bpy
+        from addon import cli
+        for argv in (["--help"], ["bake", "--help"]):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                code = cli.command(argv)
+            print("CODE", code, "|".join(out.getvalue().split()))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    top, bake = [line for line in proc.stdout.splitlines() if line.startswith("CODE")]
+    assert top.startswith("CODE 0") and "particle_bodies" in top and "bake" in top
+    assert bake.startswith("CODE 0") and "--objects" in bake and "--scene" in bake and "--verbose" in bake
+    proc = subprocess.run([sys.executable, str(ROOT / "addon" / "cli.py"), "--help"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "--objects" in proc.stdout
+
+
+def test_verbose_shows_the_traceback(scene_file, tmp_path):
+    argv = [sys.executable, str(ROOT / "addon" / "cli.py"), "--scene", str(scene_file), "--objects", "A",
+            "--frames", "1", "3", "--backend", "opencl", "--output", str(tmp_path / "o.blend")]
+    env = dict(os.environ, PRB_OPENCL_DEVICE="no-such-device")
+    quiet = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    loud = subprocess.run(argv + ["--verbose"], capture_output=True, text=True, env=env, timeout=300)
+    assert quiet.returncode == loud.returncode == 1
+    assert "Traceback" not in quiet.stderr and "Traceback" in loud.stderr
+    assert quiet.stderr.strip().splitlines()[-1] == loud.stderr.strip().splitlines()[-1]
+    assert "no-such-device" in quiet.stderr.strip().splitlines()[-1]
+
+
+# The --python route as the Blender binary runs it: sys.argv is Blender's whole command line (the
+# bpy module has no binary path, so the test tells the script it runs inside Blender).
+INSIDE_BLENDER = """
+    import runpy, sys
+    import bpy
+    import addon.cli
+    addon.cli.INSIDE_BLENDER = True
+    bpy.ops.wm.open_mainfile(filepath=sys.argv[1])
+    sys.argv = ["blender", "--background", sys.argv[1], "--python", sys.argv[2]] + sys.argv[3:]
+    runpy.run_path(sys.argv[4], run_name="__main__")
+    print("SCRIPT RETURNED")
+"""
+
+
+@pytest.mark.parametrize("tail, named", [
+    (["--objects", "A", "--output", "OUT"], "--objects"),  # Blender would read these itself
+    ([], None),  # the script sees no options: no default bake
+])
+def test_forgetting_the_double_dash_is_refused(scene_file, tmp_path, tail, named):
+    out = tmp_path / "o.blend"
+    tail = [str(out) if a == "OUT" else a for a in tail]
+    proc = run_python(INSIDE_BLENDER, str(scene_file), str(ROOT / "addon" / "cli.py"), *tail)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "`--`" in last, last
+    if named:
+        assert named in last
+    assert "PRB: baking" not in proc.stdout and "SCRIPT RETURNED" not in proc.stdout
+    assert not out.exists() and not scene_file.with_suffix(".baked.blend").exists()
+    assert sorted(os.listdir(tmp_path)) == []
+
+
+def test_python_route_inside_blender_bakes_and_exits_0(scene_file, tmp_path):
+    out = tmp_path / "o.blend"
+    proc = run_python(INSIDE_BLENDER, str(scene_file), str(ROOT / "addon" / "cli.py"),
+                      "--", "--objects", "A,B", "--frames", "1", "4", "--output", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SCRIPT RETURNED" in proc.stdout  # exit 0 inside Blender: Blender goes on with its own arguments
+    assert out.exists() and "PRB: saved" in proc.stdout
+    # progress on stderr, plain lines (not a terminal): frame n/N, bodies, rate, time
+    progress = [line for line in proc.stderr.splitlines() if line.startswith("PRB: frame")]
+    assert progress and progress[-1].startswith("PRB: frame 3/3 (100%), 2 bodies, ") and "frames/s" in progress[-1]
+    assert "\r" not in proc.stderr
+
+
+def test_command_bakes(scene_file, tmp_path):
+    out = tmp_path / "o.blend"
+    proc = run_python("""
+        import sys, bpy
+        from addon import cli
+        sys.exit(cli.command(sys.argv[1:]))
+    """, "bake", "--scene", str(scene_file), "--collection", "Bodies", "--frames", "1", "3", "--output", str(out))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    # the collection's Ground keeps its Static Collider role
+    assert "PRB: baking 2 objects, 1 colliders" in proc.stdout
+    assert out.exists() and sorted(os.listdir(tmp_path)) == ["o.blend"]
+
+
+KILLED_MID_SAVE = """
+    import os, signal, sys
+    import bpy
+    import addon.blender.save as save
+    def write_half_then_die(path):
+        with open(path, "wb") as f:
+            f.write(b"BLENDER-half")
+        os.kill(os.getpid(), signal.SIGKILL)
+    save.write_blend = write_half_then_die
+    sys.argv = ["python"] + sys.argv[1:]
+    from addon import cli
+    cli.main()
+"""
+
+
+def test_kill_mid_save_leaves_the_previous_file(scene_file, tmp_path):
+    out = tmp_path / "o.blend"
+    out.write_bytes(b"previous")
+    proc = run_python(KILLED_MID_SAVE, "--scene", str(scene_file), "--objects", "A", "--frames", "1", "3",
+                      "--output", str(out), "--overwrite")
+    assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
+    assert out.read_bytes() == b"previous"
+
+
+def test_failed_save_leaves_the_previous_file_and_no_temporary(scene_file, tmp_path):
+    out = tmp_path / "o.blend"
+    out.write_bytes(b"previous")
+    proc = run_python(KILLED_MID_SAVE.replace("os.kill(os.getpid(), signal.SIGKILL)", "raise OSError(28, 'No space left on device')"),
+                      "--scene", str(scene_file), "--objects", "A", "--frames", "1", "3", "--output", str(out),
+                      "--overwrite")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == f"error: could not save {out}: No space left on device"
+    assert out.read_bytes() == b"previous" and sorted(os.listdir(tmp_path)) == ["o.blend"]
