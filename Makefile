@@ -6,7 +6,7 @@ VPY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-bpy-$(BPY_VERSION)
 PYTEST_ARGS ?=
 
-.PHONY: scenes venv bench-venv demo test test-core test-gpu test-blender test-blender-versions compare-baseline bench bench-keys bench-convert bench-vs-blender extension gui-test clean
+.PHONY: scenes venv bench-venv demo test test-core test-gpu test-blender test-blender-versions compare-baseline bench bench-keys bench-convert bench-vs-blender extension gui-test test-real-blender clean
 
 venv: $(STAMP)
 
@@ -93,7 +93,7 @@ bench-vs-blender: bench-venv
 
 ## The installable extension zip(s) with the wheels they need, in dist/.
 extension: venv
-	$(VPY) tools/build_extension.py
+	$(VPY) tools/build_extension.py --split-platforms
 
 ## Real Blender 4.3 window under Xvfb (root, Debian 12; the first run builds a chroot, ~5 min).
 ## GUI_OPENCL=debian-pocl (Debian's pocl-opencl-icd in that Blender), bundled (only the extension's
@@ -102,6 +102,12 @@ GUI_OPENCL ?= debian-pocl
 GUI_SCREENSHOTS ?= 0
 gui-test: venv
 	PRB_GUI_OPENCL=$(GUI_OPENCL) PRB_SCREENSHOTS=$(GUI_SCREENSHOTS) tests/gui/run_gui_test.sh
+
+## The headless routes in a real Blender binary: Debian trixie's Blender 4.3 (root, Debian 12; the first
+## run builds a chroot with Debian's PoCL, ~5 min): blender --command particle_bodies, --python addon/cli.py,
+## exit codes, error lines, output files and their keys. Logs: out/real-blender/.
+test-real-blender: venv
+	tests/real_blender/run_cli_test.sh
 
 clean:
 	rm -rf $(VENV) out dist .pytest_cache

@@ -272,6 +272,10 @@ def error_line(exc: BaseException) -> str:
     """The one line a render farm's log shows for a failure."""
     if isinstance(exc, CliError):
         return str(exc)
+    if isinstance(exc, ImportError) and exc.name == "numpy":
+        from .blender.dependencies import numpy_hint
+
+        return f"numpy is missing ({exc}). {numpy_hint()}"
     try:
         from .blender.operators import user_message
     except Exception:  # noqa: BLE001 - the add-on itself does not import (numpy missing, ...)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Build the installable Blender extension zip (with the Python wheels it needs).
 
+    python tools/build_extension.py --split-platforms        # one zip per platform (make extension)
     python tools/build_extension.py                          # all platforms -> dist/particle_rigid_bodies-<v>.zip
-    python tools/build_extension.py --split-platforms        # one zip per platform (smaller downloads)
     python tools/build_extension.py --platform linux-x64 --python 3.11     # just what this machine needs
     python tools/build_extension.py --update-manifest        # re-resolve the pinned wheel list in the manifest
     python tools/build_extension.py --validate               # run Blender's manifest validator only
@@ -10,9 +10,12 @@
 
 The wheel list lives in blender_manifest.toml (pinned file names, every platform and Python). The
 build downloads exactly those files into .cache/wheels/ (once; later builds work offline), copies
-__init__.py, blender_manifest.toml, addon/ and kernels/ (*.cl, *.h) plus the selected wheels into
+__init__.py, blender_manifest.toml, LICENSE, addon/ and kernels/ (*.cl, *.h) plus the selected wheels into
 build/extension/, and runs Blender's own builder (``blender_ext.py build``, shipped inside the bpy
-module or Blender; pass --blender-ext PATH to use another copy).
+module or Blender; pass --blender-ext PATH to use another copy). Every zip built is checked with
+Blender's validator (``blender_ext.py validate ZIP``). --split-platforms stages and builds each
+platform on its own (its wheels only, ``platforms`` naming it alone in the manifest), so each zip
+carries only what its platform installs.
 
 Wheels: pyopencl and its run-time dependencies (pytools, platformdirs, typing_extensions,
 siphash24; from Requires-Dist) and mako (pyopencl's kernel templating) with markupsafe, for Python
@@ -173,6 +176,7 @@ def stage(wheels: dict[str, Path], platforms, manifest_text: str) -> Path:
         shutil.rmtree(BUILD)
     BUILD.mkdir(parents=True)
     shutil.copy2(ROOT / "__init__.py", BUILD / "__init__.py")
+    shutil.copy2(ROOT / "LICENSE", BUILD / "LICENSE")
     shutil.copytree(ROOT / "addon", BUILD / "addon", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     (BUILD / "kernels").mkdir()
     for kernel_file in sorted((ROOT / "kernels").iterdir()):
@@ -194,6 +198,22 @@ def run_blender_ext(blender_ext: Path, *args) -> None:
         raise SystemExit(f"error: blender_ext.py {args[0]} failed (see above)")
 
 
+def remove_staging() -> None:
+    shutil.rmtree(BUILD, ignore_errors=True)
+    try:
+        BUILD.parent.rmdir()  # build/ when nothing else is in it
+    except OSError:
+        pass
+
+
+def build_and_validate(blender_ext: Path, staged: Path, out: Path) -> None:
+    run_blender_ext(blender_ext, "validate", str(staged))
+    if out.exists():
+        out.unlink()
+    run_blender_ext(blender_ext, "build", "--source-dir", str(staged), "--output-filepath", str(out))
+    run_blender_ext(blender_ext, "validate", str(out))
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--platform", action="append", choices=sorted(PLATFORMS),
@@ -201,7 +221,8 @@ def main(argv=None) -> int:
     p.add_argument("--python", action="append", choices=PYTHONS, help="wheels for this Python only (default: both)")
     p.add_argument("--split-platforms", action="store_true", help="one zip per platform")
     p.add_argument("--no-pocl", action="store_true", help="leave the Linux CPU OpenCL driver out")
-    p.add_argument("--output", help="zip path (default: dist/<id>-<version>.zip)")
+    p.add_argument("--output", help="zip path (default: dist/<id>-<version>.zip); with --split-platforms a folder "
+                                    "(default: dist/)")
     p.add_argument("--update-manifest", action="store_true",
                    help="re-resolve the newest wheels and write the pinned list into blender_manifest.toml")
     p.add_argument("--validate", action="store_true", help="only validate blender_manifest.toml")
@@ -235,22 +256,31 @@ def main(argv=None) -> int:
     if args.fetch_only:
         print(f"{len(wheels)} wheels in {CACHE}")
         return 0
-    staged = stage(wheels, platforms, text)
     version = re.search(r'^version = "([^"]+)"', text, flags=re.M).group(1)
     ext_id = re.search(r'^id = "([^"]+)"', text, flags=re.M).group(1)
     DIST.mkdir(exist_ok=True)
-    run_blender_ext(blender_ext, "validate", str(staged))
     if args.split_platforms:
-        out_dir = Path(args.output).parent if args.output else DIST
-        run_blender_ext(blender_ext, "build", "--source-dir", str(staged), "--output-dir", str(out_dir),
-                        "--split-platforms")
-    else:
-        out = Path(args.output) if args.output else DIST / f"{ext_id}-{version}.zip"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        run_blender_ext(blender_ext, "build", "--source-dir", str(staged), "--output-filepath", str(out))
-        size = out.stat().st_size / 2**20
-        print(f"built {out} ({size:.1f} MiB, {len(wheels)} wheels, platforms {', '.join(platforms)}, "
-              f"Python {', '.join(pythons)})")
+        out_dir = Path(args.output) if args.output else DIST
+        out_dir.mkdir(parents=True, exist_ok=True)
+        built = []
+        for platform in platforms:
+            own = {n: p for n, p in wheels.items() if platform in wheel_platforms(n)}
+            staged = stage(own, [platform], text)
+            out = out_dir / f"{ext_id}-{version}-{platform.replace('-', '_')}.zip"
+            build_and_validate(blender_ext, staged, out)
+            built.append((out, len(own)))
+        remove_staging()
+        print(f"{'zip':<50} {'MiB':>6} wheels  (Python {', '.join(pythons)})")
+        for out, count in built:
+            print(f"{out.name:<50} {out.stat().st_size / 2**20:6.1f} {count:6d}")
+        return 0
+    staged = stage(wheels, platforms, text)
+    out = Path(args.output) if args.output else DIST / f"{ext_id}-{version}.zip"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    build_and_validate(blender_ext, staged, out)
+    remove_staging()
+    print(f"built {out} ({out.stat().st_size / 2**20:.1f} MiB, {len(wheels)} wheels, platforms "
+          f"{', '.join(platforms)}, Python {', '.join(pythons)})")
     return 0
 
 

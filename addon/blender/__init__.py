@@ -2,6 +2,7 @@
 
 Modules expose a ``classes`` tuple and optionally ``register()``/``unregister()`` for what is not a
 class (pointer properties, handlers). preview.py (particle preview overlay) is registered when present.
+Without numpy only preferences.py's page and a sidebar panel saying what is missing are registered.
 """
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import importlib
 
 import bpy
 
-_MODULE_NAMES = ("properties", "operators", "bake_instances", "preview", "panels", "command")
+_MODULE_NAMES = ("properties", "operators", "bake_instances", "preview", "panels", "command", "preferences")
 _registered: list = []  # (module, classes) actually registered, in order
 
 
@@ -26,6 +27,16 @@ def _modules():
 
 def register():
     if _registered:
+        return
+    from . import dependencies, preferences
+
+    missing = dependencies.numpy_problem()
+    if missing:
+        # Without numpy nothing else imports: register only what says so (Preferences, the sidebar tab).
+        print(f"Particle Rigid Bodies: {missing}", flush=True)
+        for cls in preferences.fallback_classes:
+            bpy.utils.register_class(cls)
+        _registered.append((dependencies, preferences.fallback_classes))
         return
     try:
         for mod in _modules():

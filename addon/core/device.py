@@ -8,6 +8,7 @@ or any other text, matched case-insensitively against "platform / device" names.
 """
 from __future__ import annotations
 
+import atexit
 import glob
 import logging
 import os
@@ -26,11 +27,22 @@ NVIDIA_LIBRARY_GLOBS = (
     "/usr/lib/wsl/lib/libnvidia-opencl.so.1",
 )
 
-INSTALL_HINT = (
-    "Install an OpenCL driver: NVIDIA (the driver's OpenCL ICD), AMD (ROCm/Adrenalin OpenCL), "
-    "Intel (intel-opencl-icd / compute-runtime), Apple (built in), or on Linux a CPU driver "
-    "(Debian/Ubuntu package 'pocl-opencl-icd', or 'pip install pocl-binary-distribution')."
-)
+def install_hint(platform: str | None = None) -> str:
+    """How to get an OpenCL driver on this platform (sys.platform values)."""
+    platform = sys.platform if platform is None else platform
+    if platform.startswith("win"):
+        return ("Install or update the GPU driver from NVIDIA, AMD or Intel: their Windows drivers include "
+                "OpenCL (a driver from Windows Update may not).")
+    if platform == "darwin":
+        return ("macOS includes OpenCL: update macOS; if no device is listed, the Mac's GPU or this Blender's "
+                "build may lack it (run Blender natively, not under Rosetta).")
+    return ("Install an OpenCL driver: the GPU driver's OpenCL (NVIDIA: the driver's OpenCL ICD, Debian/Ubuntu "
+            "nvidia-opencl-icd; AMD: ROCm OpenCL; Intel: intel-opencl-icd), or the CPU driver PoCL "
+            "(Debian/Ubuntu: apt install pocl-opencl-icd). The PoCL bundled in the Linux zip also needs the "
+            "system linker and C library at run time: apt install binutils libc6-dev.")
+
+
+INSTALL_HINT = install_hint()
 
 
 POCL_PLATFORM = "Portable Computing Language"
@@ -76,6 +88,9 @@ def _expose_bundled_pocl() -> None:
     if not bundled:
         return
     folder = Path(tempfile.mkdtemp(prefix="prb-opencl-vendors-"))
+    # The loader reads the folder when OpenCL is first used, and processes started from this one
+    # inherit the variable: it lives as long as this process, no longer.
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
     for icd in glob.glob("/etc/OpenCL/vendors/*.icd"):
         shutil.copy(icd, folder / Path(icd).name)
     (folder / "prb-bundled-pocl.icd").write_text(str(bundled[0]) + "\n")
@@ -120,7 +135,10 @@ def _import_pyopencl():
     try:
         import pyopencl
     except ImportError as exc:  # pragma: no cover - depends on the installation
-        raise OpenCLUnavailable(f"pyopencl is not installed ({exc}). pip install pyopencl. {INSTALL_HINT}") from exc
+        raise OpenCLUnavailable(
+            f"pyopencl does not load ({exc}). The extension's zip brings it for Blender's Python on its "
+            f"platform: install the zip made for this platform (with the bpy module: pip install pyopencl). "
+            f"{INSTALL_HINT}") from exc
     return pyopencl
 
 

@@ -9,11 +9,17 @@ developer working on the core without bpy; CI never sets it.
 """
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import warnings
 
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-test-user-"))
+# Blender's user folder for this run and the processes it starts (else ~/.config/blender), removed
+# at exit. The test modules rely on it being set here, before they import bpy.
+if "BLENDER_USER_RESOURCES" not in os.environ:
+    os.environ["BLENDER_USER_RESOURCES"] = tempfile.mkdtemp(prefix="prb-test-user-")
+    atexit.register(shutil.rmtree, os.environ["BLENDER_USER_RESOURCES"], ignore_errors=True)
 
 import pytest  # noqa: E402
 

@@ -2,9 +2,7 @@
 from __future__ import annotations
 
 import os
-import tempfile
 
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-test-user-"))
 
 import bpy  # noqa: E402
 

@@ -291,8 +291,10 @@ KILLED_MID_SAVE = """
 def test_kill_mid_save_leaves_the_previous_file(scene_file, tmp_path):
     out = tmp_path / "o.blend"
     out.write_bytes(b"previous")
+    own_tmp = tmp_path / "tmp"  # what a killed process cannot clean up (Blender's session folder) stays in here
+    own_tmp.mkdir()
     proc = run_python(KILLED_MID_SAVE, "--scene", str(scene_file), "--objects", "A", "--frames", "1", "3",
-                      "--output", str(out), "--overwrite")
+                      "--output", str(out), "--overwrite", env_extra={"TMPDIR": str(own_tmp)})
     assert proc.returncode == -signal.SIGKILL, proc.stdout + proc.stderr
     assert out.read_bytes() == b"previous"
 

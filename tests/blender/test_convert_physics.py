@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 
-os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-test-user-"))
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

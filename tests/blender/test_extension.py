@@ -79,3 +79,23 @@ def test_built_zip_installs_and_bakes(tmp_path):
     proc = run_python(INSTALL_AND_BAKE, str(zip_path), env_extra={"BLENDER_USER_RESOURCES": str(tmp_path / "user")})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "BAKED" in proc.stdout
+
+
+def test_each_platform_zip_gets_its_own_wheels_only():
+    """--split-platforms: per platform, pyopencl for both Pythons, the pure-Python wheels, PoCL on Linux only."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import build_extension as build
+    finally:
+        sys.path.pop(0)
+    names = [n.split("/")[-1] for n in build.manifest_wheels(build.MANIFEST.read_text())]
+    assert all(build.wheel_platforms(n) for n in names), names
+    for platform in build.PLATFORMS:
+        own = [n for n in names if platform in build.wheel_platforms(n)]
+        for python in build.PYTHONS:
+            tag = "cp" + python.replace(".", "")
+            assert any(n.startswith("pyopencl-") and f"-{tag}-" in n for n in own), (platform, python)
+        assert any(n.startswith("mako-") for n in own)
+        assert any(n.startswith("pocl_binary_distribution") for n in own) == (platform == "linux-x64")
+        others = [n for n in own if build.wheel_platforms(n) != set(build.PLATFORMS)]
+        assert all(build.wheel_platforms(n) == {platform} for n in others), (platform, others)

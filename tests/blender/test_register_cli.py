@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -17,7 +16,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def run_python(code: str, *args, timeout=600, env_extra=None):
     env = dict(os.environ)
-    env.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-test-user-"))
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     env.update(env_extra or {})
     return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], cwd=ROOT, env=env,
