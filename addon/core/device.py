@@ -39,7 +39,7 @@ def install_hint(platform: str | None = None) -> str:
     return ("Install an OpenCL driver: the GPU driver's OpenCL (NVIDIA: the driver's OpenCL ICD, Debian/Ubuntu "
             "nvidia-opencl-icd; AMD: ROCm OpenCL; Intel: intel-opencl-icd), or the CPU driver PoCL "
             "(Debian/Ubuntu: apt install pocl-opencl-icd). The PoCL bundled in the Linux zip also needs the "
-            "system linker and C library at run time: apt install binutils libc6-dev.")
+            "system linker and C libraries at run time: apt install binutils libc6-dev gcc (for libgcc).")
 
 
 INSTALL_HINT = install_hint()

@@ -308,3 +308,26 @@ def test_failed_save_leaves_the_previous_file_and_no_temporary(scene_file, tmp_p
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines()[-1] == f"error: could not save {out}: No space left on device"
     assert out.read_bytes() == b"previous" and sorted(os.listdir(tmp_path)) == ["o.blend"]
+
+
+def test_the_add_on_registers_the_command_and_removes_it():
+    proc = run_python("""
+        import bpy
+        import addon.blender as blender
+        from addon.blender import command
+        calls = []
+        real_register, real_unregister = bpy.utils.register_cli_command, bpy.utils.unregister_cli_command
+        def register(name, execute):
+            calls.append(("register", name, execute.__module__ + "." + execute.__name__))
+            return real_register(name, execute)
+        def unregister(handle):
+            calls.append(("unregister",))
+            return real_unregister(handle)
+        bpy.utils.register_cli_command, bpy.utils.unregister_cli_command = register, unregister
+        blender.register()
+        registered = command._handle is not None
+        blender.unregister()
+        print("CALLS", calls, registered, command._handle)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "CALLS [('register', 'particle_bodies', 'addon.cli.command'), ('unregister',)] True None" in proc.stdout
