@@ -1,9 +1,6 @@
 """Snapshots and scene builders for the Blender-layer tests."""
 from __future__ import annotations
 
-import os
-
-
 import bpy  # noqa: E402
 
 

@@ -6,8 +6,6 @@ Bodies are 27-particle cubes (side 3 diameters), like the engine tests.
 from __future__ import annotations
 
 import math
-import os
-
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

@@ -1,9 +1,6 @@
 """Particle preview (addon.blender.preview) in background mode: same particles as the conversion, no GPU use."""
 from __future__ import annotations
 
-import os
-
-
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
