@@ -263,7 +263,7 @@ def test_cli_bakes_instances_beside_the_output_and_refuses_an_unwritable_folder(
                                  "--output", str(out)], capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 1 and not out.exists()
     assert proc.stderr.strip().splitlines()[-1].startswith("error: cannot bake to instances: the cache folder")
-    assert "PRB: frame" not in proc.stdout  # refused before simulating
+    assert "PRB: frame" not in proc.stderr  # refused before simulating (progress goes to stderr)
 
     proc = subprocess.run(cli + ["--bake-mode", "instances", "--output", str(out)], capture_output=True, text=True,
                           timeout=600, env=env)
