@@ -182,6 +182,8 @@ def test_bad_input_is_refused_before_simulating(refusals, case):
     if case != "max particles":  # the particle limit is the conversion's own check
         assert got["calls"] == [], got  # ...and before converting anything
     assert got["files"] == [], got  # nothing written, no temporary file left
+    if case == "device missing":
+        assert "using the CPU" not in got["stderr"], got["stderr"]  # no word of a fallback it will not use
 
 
 def test_help_of_the_command_and_the_script():
