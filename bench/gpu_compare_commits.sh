@@ -7,7 +7,9 @@
 #     mkdir -p out/baseline && git archive 6d0605e addon bench kernels | tar -x -C out/baseline
 # Then on the device, carrying [".whl", "out/baseline"]:
 #     bash bench/gpu_compare_commits.sh out/baseline "10000 100000 1000000"
-# Writes $OUT/engine_bench_{baseline,current}_ROUND.json and prints ms per substep per size.
+# First checks that the core scenes of tools/compare_with_commit.py end bit for bit the same on the GPU
+# in both trees (COMPARE=0 skips it), then writes $OUT/engine_bench_{baseline,current}_ROUND.json and
+# prints ms per substep per size.
 set -uo pipefail
 BASELINE=${1:?usage: gpu_compare_commits.sh BASELINE_DIR [SIZES] [ROUNDS]}
 SIZES=${2:-"10000 100000 1000000"}
@@ -19,6 +21,9 @@ mkdir -p /tmp/icd && echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > /tmp/i
 export OCL_ICD_VENDORS=/tmp/icd PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 HERE=$PWD
+if [ "${COMPARE:-1}" = 1 ]; then
+  PYTHONPATH=/tmp/site python3 tools/compare_with_commit.py --baseline-dir "$BASELINE" --device gpu 2>&1 | tail -4
+fi
 OUT_ABS=$(cd "$OUT" && pwd)
 for round in $(seq 1 "$ROUNDS"); do
   for label in baseline current; do

@@ -142,7 +142,7 @@ def read_keys(blend: str, out: str) -> None:
 
 def _run(cmd, cwd: Path, log: Path, extra_env=None) -> None:
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(cwd)
+    env["PYTHONPATH"] = os.pathsep.join([str(cwd), *filter(None, [env.get("PYTHONPATH")])])
     env.update(extra_env or {})
     with open(log, "w") as handle:
         code = subprocess.run(cmd, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT).returncode
@@ -178,15 +178,22 @@ def _differences(label: str, before: Path, after: Path) -> list[str]:
     return found
 
 
-def compare(commit: str, blender: bool, frames: int, device: str | None, keep: bool, only: str | None) -> int:
-    resolved = subprocess.run(["git", "rev-parse", "--verify", f"{commit}^{{commit}}"], cwd=ROOT,
-                              capture_output=True, text=True)
-    if resolved.returncode != 0:
-        raise SystemExit(f"error: {commit!r} is not a commit of {ROOT}")
-    sha = resolved.stdout.strip()
+def compare(commit: str, blender: bool, frames: int, device: str | None, keep: bool, only: str | None,
+            baseline_dir: str | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="prb-compare-"))
-    baseline = work / "baseline"
-    subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(baseline), sha], cwd=ROOT, check=True)
+    if baseline_dir:
+        # a tree exported beforehand (git archive), where git is not at hand (the GPU machine)
+        baseline, sha, commit = Path(baseline_dir).resolve(), "folder", str(baseline_dir)
+        if not (baseline / "addon" / "core").is_dir():
+            raise SystemExit(f"error: {baseline} holds no addon/core")
+    else:
+        resolved = subprocess.run(["git", "rev-parse", "--verify", f"{commit}^{{commit}}"], cwd=ROOT,
+                                  capture_output=True, text=True)
+        if resolved.returncode != 0:
+            raise SystemExit(f"error: {commit!r} is not a commit of {ROOT}")
+        sha = resolved.stdout.strip()
+        baseline = work / "baseline"
+        subprocess.run(["git", "worktree", "add", "--detach", "--quiet", str(baseline), sha], cwd=ROOT, check=True)
     trees = {"commit": baseline, "working tree": ROOT}
     differences: list[str] = []
     try:
@@ -226,7 +233,8 @@ def compare(commit: str, blender: bool, frames: int, device: str | None, keep: b
                     differences.append(f"{scene.name}: no keys baked at the commit")
                 differences += _differences(scene.name, before, after)
     finally:
-        subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=ROOT)
+        if not baseline_dir:
+            subprocess.run(["git", "worktree", "remove", "--force", str(baseline)], cwd=ROOT)
         if keep:
             print(f"outputs kept in {work}")
         else:
@@ -250,6 +258,8 @@ def main(argv=None) -> int:
                    help=f"bake frames 1..N of each sample scene (default {DEFAULT_FRAMES}; 0: the scene's range)")
     p.add_argument("--device", help="OpenCL device selector (default: automatic; the same for both)")
     p.add_argument("--only", help="run only this core scene")
+    p.add_argument("--baseline-dir", help="compare against this exported tree instead of a commit "
+                   "(git archive COMMIT addon bench kernels sample_scenes | tar -x -C DIR)")
     p.add_argument("--keep", action="store_true", help="keep the outputs (the worktree is removed anyway)")
     p.add_argument("--run-core", metavar="DIR", help=argparse.SUPPRESS)
     p.add_argument("--read-keys", nargs=2, metavar=("BLEND", "NPZ"), help=argparse.SUPPRESS)
@@ -260,7 +270,7 @@ def main(argv=None) -> int:
     if args.read_keys:
         read_keys(*args.read_keys)
         return 0
-    return compare(args.commit, args.blender, args.frames, args.device, args.keep, args.only)
+    return compare(args.commit, args.blender, args.frames, args.device, args.keep, args.only, args.baseline_dir)
 
 
 if __name__ == "__main__":
