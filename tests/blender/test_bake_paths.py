@@ -139,13 +139,23 @@ class _Event:
         self.type, self.value = type_, value
 
 
+class _Delegate:
+    """A module or object with some attributes replaced, the rest its own."""
+
+    def __init__(self, real, **replaced):
+        self._real = real
+        self.__dict__.update(replaced)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
 def _operator(monkeypatch):
     """PRB_OT_simulate_bake's own methods on a plain object (Blender creates operator instances
     only through bpy.ops, which runs execute() in background mode), with bpy.app.background
     False for the operator module, as in a Blender window."""
     Op = operators.PRB_OT_simulate_bake
-    app = SimpleNamespace(background=False)
-    monkeypatch.setattr(operators, "bpy", SimpleNamespace(app=app, context=bpy.context, data=bpy.data))
+    monkeypatch.setattr(operators, "bpy", _Delegate(bpy, app=_Delegate(bpy.app, background=False)))
 
     class Operator:
         invoke, modal, cancel, execute = Op.invoke, Op.modal, Op.cancel, Op.execute
