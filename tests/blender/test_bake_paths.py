@@ -387,3 +387,48 @@ def test_delta_rotations_are_taken_out_of_the_keys(registered):
     assert {o.name for o in job.objects} == {"DeltaEuler", "DeltaQuat"}
     assert_keys_match_engine(job, [0, 4, 9])
     assert tuple(euler.delta_rotation_euler) == pytest.approx((0.4, -0.3, 0.8))  # left as the user set it
+
+
+def test_dynamic_object_under_a_child_of_constraint_follows_the_engine(registered):
+    """A Child Of constraint to a fixed, turned empty (a rig's usual setup): the keys are written
+    in the space the constraint puts them in, so the world matrices are the engine's."""
+    fresh_scene(1, 10)
+    bpy.ops.object.empty_add(location=(1.0, 0.5, 0.3), rotation=(0.2, 0.1, 0.7))
+    rig = bpy.context.object
+    rig.prb.role = "IGNORED"
+    cube = add_cube("Rigged", (0.0, 0.0, 2.0))
+    cube.prb.initial_angular_velocity = (0.0, 2.0, 0.0)
+    constraint = cube.constraints.new("CHILD_OF")
+    constraint.target = rig
+    if hasattr(constraint, "set_inverse_pending"):
+        constraint.set_inverse_pending = False  # no inverse: the rig's transform applies in full
+    bpy.context.view_layer.update()
+    # the constraint moves and turns the cube: its world matrix is not its own channels'
+    assert np.abs(np.array(cube.matrix_world) - np.array(cube.matrix_basis)).max() > 0.1
+    bpy.ops.object.select_all(action="DESELECT")
+    job, _ = run_job()
+    assert_keys_match_engine(job, [0, 4, 9])
+
+
+def test_collider_moved_by_a_constraint_moves_in_the_simulation(registered):
+    """A floor without keys of its own, lifted by a Copy Location constraint after an animated
+    empty: its motion is sampled per frame (convert._possibly_animated), and it lifts the cube."""
+    fresh_scene(1, 24)
+    bpy.ops.object.empty_add(location=(0.0, 0.0, 0.0))
+    lift = bpy.context.object
+    lift.name = "Lift"
+    lift.prb.role = "IGNORED"
+    lift.keyframe_insert("location", frame=1)
+    lift.location = (0.0, 0.0, 1.0)
+    lift.keyframe_insert("location", frame=24)
+    bpy.ops.mesh.primitive_plane_add(size=4.0, location=(0.0, 0.0, 0.0))
+    floor = bpy.context.object
+    floor.name = "Floor"
+    floor.prb.role = "STATIC"
+    floor.constraints.new("COPY_LOCATION").target = lift
+    bpy.context.scene.frame_set(1)
+    cube = add_cube("Rider", (0.0, 0.0, 0.21))
+    bpy.ops.object.select_all(action="DESELECT")
+    run_job()
+    bpy.context.scene.frame_set(24)
+    assert cube.matrix_world.translation.z > 1.1  # carried up by about a metre with the floor
