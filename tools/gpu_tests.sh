@@ -6,8 +6,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if ! python3 -c "import pyopencl, pytest" 2>/dev/null; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  SITE=${PRB_WHEEL_SITE:-/tmp/site}
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" .whl/*.whl || exit 1
+  export PYTHONPATH=$SITE${PYTHONPATH:+:$PYTHONPATH}
 fi
 export PYTHONUNBUFFERED=1
 NVIDIA_OPENCL=/usr/local/nvidia/lib64/libnvidia-opencl.so.1
