@@ -4,7 +4,9 @@
 #   blender --command particle_bodies --help / bake ...              (the installed extension)
 #   blender -b scene --python addon/cli.py -- ...                      (the repository's script)
 #   blender -b scene --python <installed extension>/addon/cli.py -- ... (the installed script)
-# on a small scene and check exit status, the one-line error, the output file and its keys.
+# and enabling the extension in a Python without numpy,
+# on a small scene and check exit status, the one-line error, the output file and its keys, and that
+# no run leaves anything in /tmp.
 # Root only (chroot, mounts). Exit 0 only if every case passed. Run: make test-real-blender
 # Environment: PRB_CHROOT (default /opt/prb-trixie-pocl; tests/gui/setup_blender.sh builds it the first
 # time, ~5 min, downloads Debian packages), PRB_EXT_ZIP (install this zip instead of building one).
@@ -46,8 +48,12 @@ RESULTS=()
 # case NAME EXPECT(0|nonzero) CHECK-COMMAND -- BLENDER-ARGS...: runs blender, keeps stdout/stderr apart
 case_() {
     local name="$1" expect="$2" check="$3"; shift 4
+    local tmp_before; tmp_before="$(ls "$CHROOT/tmp")"
     in_chroot blender "$@" > "$ART/$name.out" 2> "$ART/$name.err"
     local rc=$?
+    local left; left="$(comm -13 <(echo "$tmp_before") <(ls "$CHROOT/tmp") | tr '\n' ' ')"
+    [ -z "$left" ] || { echo "FAIL $name left in /tmp: $left" | tee -a "$ART/left_in_tmp.txt"; FAILED=1; \
+        (cd "$CHROOT/tmp" && rm -rf $left); }
     local ok=1
     if [ "$expect" = 0 ]; then [ $rc = 0 ] || ok=0; else [ $rc != 0 ] || ok=0; fi
     if [ $ok = 1 ] && [ -n "$check" ]; then (cd "$ART" && eval "$check") >> "$ART/$name.check" 2>&1 || ok=0; fi
@@ -101,6 +107,10 @@ case_ command-step-0 nonzero "one_error_line command-step-0.err --step" -- \
     --command particle_bodies bake --scene "$SCENE" --step 0 --output "$RUN/out/bad.blend"
 case_ command-unwritable nonzero "one_error_line command-unwritable.err 'cannot write'" -- \
     --command particle_bodies bake --scene "$SCENE" --objects "$BOXES" --output /sys/bad.blend
+
+# a distribution's Blender without python3-numpy: enabling says what is missing, no traceback
+case_ enable-without-numpy 0 "grep -q ENABLE_WITHOUT_NUMPY_OK enable-without-numpy.out && ! grep -q Traceback enable-without-numpy.err enable-without-numpy.out" -- \
+    --background --python-exit-code 1 --python "$RUN/repo/tests/real_blender/enable_without_numpy.py"
 
 (IFS=,; echo "[${RESULTS[*]}]") > "$ART/results.json"
 if [ $FAILED = 0 ]; then echo "REAL-BLENDER TEST PASSED ($(cat "$ART/version.txt"); logs in out/real-blender/)"
