@@ -5,8 +5,10 @@
     make test-gpu                                                       # the same through make
     make test-gpu GPU_DEVICE=cpu                                        # dry run on the CPU (PoCL)
 
-Three checks, written to one JSON (with the machine and the device) and a log beside it:
-1. tests/core with PRB_OPENCL_DEVICE set to the device (per-test outcomes from pytest's JUnit XML).
+Three checks, written to one JSON (with the machine and the device; rewritten after each check,
+so a run cut short keeps what it did) and a log beside it:
+1. tests/core with PRB_OPENCL_DEVICE set to the device (per-test outcomes from pytest's JUnit XML;
+   run last, it takes longest).
 2. Trajectories on the device against the NumPy reference step (float64, on the CPU), over 100
    substeps of the colliding scene of tests/core/test_reference_agreement.py, with 1 and with 8
    lanes per body (PRB_BODY_LANES: 8 is the GPU path, a tree sum of each body's forces; 1 the CPU
@@ -169,24 +171,31 @@ def main(argv=None) -> int:
                   devices=[d.label for d in list_devices()], tolerances=TOLERANCES)
     if not device.is_gpu:
         result["dry_run"] = "the device is not a GPU: this checks the script, not a GPU"
+    save = lambda: out.write_text(json.dumps(result, indent=1) + "\n")  # after each stage: a run cut short keeps what it did
+    save()
     with open(log_path, "w") as log:
+        def record(key, entry):
+            result.setdefault(key, []).append(entry)
+            log.write(json.dumps(entry) + "\n")
+            log.flush()
+            print(" ", json.dumps(entry), flush=True)
+            save()
+
+        cpu = [d for d in list_devices() if not d.is_gpu and d.selector != device.selector]
+        for lanes in (1, 8):
+            record("trajectories", compare_trajectories(device.selector, "reference", lanes))
+            if cpu:
+                record("trajectories", compare_trajectories(device.selector, cpu[0].selector, lanes))
+        for lanes in (1, 8):
+            record("determinism", runs_are_identical(device.selector, lanes))
         if not args.skip_pytest:
             print(f"tests/core on {device.label} ...", flush=True)
             result["core_tests"] = run_core_tests(device.selector, log)
             print(" ", result["core_tests"].get("summary") or result["core_tests"].get("error"), flush=True)
-        cpu = [d for d in list_devices() if not d.is_gpu and d.selector != device.selector]
-        result["trajectories"] = [compare_trajectories(device.selector, "reference", lanes) for lanes in (1, 8)]
-        if cpu:
-            result["trajectories"] += [compare_trajectories(device.selector, cpu[0].selector, lanes) for lanes in (1, 8)]
-        result["determinism"] = [runs_are_identical(device.selector, lanes) for lanes in (1, 8)]
-        for entry in result["trajectories"] + result["determinism"]:
-            line = json.dumps(entry)
-            log.write(line + "\n")
-            print(" ", line, flush=True)
     checks = result["trajectories"] + result["determinism"]
     result["ok"] = bool(all(c["ok"] for c in checks) and result.get("core_tests", {}).get("ok", True))
     result["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    save()
     print(f"{'PASS' if result['ok'] else 'FAIL'}: {out} and {log_path}")
     return 0 if result["ok"] else 1
 
