@@ -40,7 +40,10 @@ inline void particle_pair_contact(
         // an awake body touching a sleeping one makes it compute its contacts next substep
         if (!asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
     }
-    add_contact(cc, j, n, cc.radius * n, 2.0f * cc.radius - dist, v_i, w_i, v_j, w_j,
+    // both sides act at the one point halfway between the centres, so the pair's forces are equal,
+    // opposite and on one line: with friction the pair then keeps its angular momentum (at r n from
+    // each centre the two points lie the overlap apart and the friction forces make a couple)
+    add_contact(cc, j, n, 0.5f * dist * n, 2.0f * cc.radius - dist, v_i, w_i, v_j, w_j,
                 mass_i, contact_mass(body_j, body_contact_mass), mat_i, ns.particle_material[j],
                 pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                 new_key, new_xi, slots_used, force, torque);

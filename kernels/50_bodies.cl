@@ -69,16 +69,8 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     float3 v = P / mass;
     x += v * substep;
 
+    q = rotation_step(q, inv_inertia, L, substep);
     float3 w = angular_velocity(q, inv_inertia, L);
-    float speed = length(w);
-    float angle = speed * substep;
-    if (angle >= 1e-12f) {
-        float3 axis = w / speed;
-        float4 dq = (float4)(axis * sin(0.5f * angle), cos(0.5f * angle));
-        q = quat_multiply(dq, q);
-        q = q * rsqrt(dot(q, q));
-    }
-    w = angular_velocity(q, inv_inertia, L);
     body.body_position[b] = (float4)(x, 0.0f);
     body.body_orientation[b] = q;
     // the farthest any of its particles has moved since the rebuild: the centre's displacement

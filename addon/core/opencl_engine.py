@@ -37,8 +37,8 @@ import numpy as np
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings,
-                       derive_contact_parameters)
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+                       SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, collider_reach
 
@@ -193,7 +193,7 @@ class OpenCLEngine(StateMixin):
         self.collider_reach = collider_reach(model)
         options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DNEIGHBOUR_SLOTS={self.neighbour_slots}",
                    f"-DMATERIAL_COUNT={material_count}", f"-DDAMPING_LIMIT={DAMPING_LIMIT!r}f",
-                   f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f",
+                   f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f", f"-DROTATION_SWEEPS={ROTATION_SWEEPS}",
                    f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f",
                    f"-DCORNER_SOFTNESS={CORNER_SOFTNESS!r}f", f"-DFACE_LIKE_COSINE={FACE_LIKE_COSINE!r}f",
                    f"-DCOLLIDER_REACH={self.collider_reach / model.particle_radius!r}f",

@@ -12,8 +12,8 @@ One substep (seed ch. 5-6, with friction and restitution added):
     compute_contacts; ``_contact`` is 00_common.h's add_contact, ``_triangle_contacts`` and the
     planes 30_colliders.cl's collider_contacts)
  3. per body: F = sum f + M g, T = sum (r x f + tau); P += F dt, L += T dt, damping, terminal speed
- 4. x += v dt, w = R I^-1 R^T L (current R), q = dq(w dt) q, normalised (3-4: ``_integrate``,
-    50_bodies.cl integrate_bodies)
+ 4. x += v dt; q by the implicit-midpoint / Cayley rotation step (``_rotation_step``, 00_common.h
+    rotation_step); w = R I^-1 R^T L (3-4: ``_integrate``, 50_bodies.cl integrate_bodies)
 """
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ import numpy as np
 
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, SimulationSettings,
-                       derive_contact_parameters)
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+                       SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
 
@@ -43,16 +43,6 @@ def quaternion_multiply(a, b):
         aw * by - ax * bz + ay * bw + az * bx,
         aw * bz + ax * by - ay * bx + az * bw,
     ])
-
-
-def rotation_quaternion(omega, dt):
-    """Quaternion of a rotation by |omega| dt about omega (seed eq. 5.12)."""
-    speed = np.linalg.norm(omega)
-    angle = speed * dt
-    if angle < 1e-12:
-        return np.array([1.0, 0.0, 0.0, 0.0])
-    axis = omega / speed
-    return np.concatenate([[np.cos(angle / 2)], axis * np.sin(angle / 2)])
 
 
 class ReferenceEngine(StateMixin):
@@ -151,7 +141,7 @@ class ReferenceEngine(StateMixin):
 
     def _contact(self, i, key, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mat_j, mass_j, slots_in, slots_out):
         """Force on particle i from one contact, and the torque about i's centre. n points i -> j;
-        ``arm``: from i's centre to the contact point (r n between particles; see voxel_corners)."""
+        ``arm``: from i's centre to the contact point (halfway to j's centre between particles; see voxel_corners)."""
         pr = self.params
         m = self.model
         r = m.particle_radius
@@ -243,7 +233,9 @@ class ReferenceEngine(StateMixin):
                     omega_j, mass_j = state.angular_velocity[bj], self._contact_mass(bj)
                     if asleep[bj] and not asleep[b]:
                         touched_next[bj] = True
-                f, t = self._contact(i, j, n, r * n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
+                # the pair's one contact point, halfway between the centres (equal, opposite, collinear
+                # forces: angular momentum kept with friction)
+                f, t = self._contact(i, j, n, 0.5 * dist * n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
                                      self._particle_material(j), mass_j, slots_in, slots_out)
                 force[i] += f
                 torque[i] += t
@@ -348,14 +340,29 @@ class ReferenceEngine(StateMixin):
                 if speed > pr.terminal_speed:
                     self.P[b] *= pr.terminal_speed / speed
             self.x[b] += self.P[b] / m.body_mass[b] * dt
-            omega = self._omega(b)
-            q = quaternion_multiply(rotation_quaternion(omega, dt), self.q[b])
-            self.q[b] = q / np.linalg.norm(q)
+            self.q[b] = self._rotation_step(b, dt)
             speed = np.linalg.norm(self.P[b]) / m.body_mass[b] + np.linalg.norm(self._omega(b)) * self.extent[b]
             still = pr.sleep_speed > 0 and not accelerated and speed < pr.sleep_speed
             self.quiet[b] = self.quiet[b] + dt if still else 0.0
             if self._is_asleep(self.quiet[b]):
                 self._stop(b)  # falls asleep now
+
+    def _rotation_step(self, b, dt):
+        """Body b's orientation after a torque-free substep with its angular momentum L: implicit
+        midpoint on the body-frame momentum Pi = R^T L (Pi_m = Pi - dt/2 w_m x Pi_m, w_m = I^-1 Pi_m,
+        ROTATION_SWEEPS fixed-point sweeps) and the Cayley rotation by dt w_m, applied in the body
+        frame. The new body-frame momentum is then the midpoint rule's: |L| and the kinetic energy
+        are kept up to the sweeps' residual and the step is time-reversible (rotation_step in the
+        kernels)."""
+        inv_inertia = self.model.body_inv_inertia_local[b]
+        momentum = self._rotation(b).T @ self.L[b]
+        midpoint = momentum
+        for _ in range(ROTATION_SWEEPS):
+            midpoint = momentum - 0.5 * dt * np.cross(inv_inertia @ midpoint, midpoint)
+        half_turn = 0.5 * dt * inv_inertia @ midpoint
+        dq = np.concatenate([[1.0], half_turn]) / np.sqrt(1.0 + half_turn @ half_turn)
+        q = quaternion_multiply(self.q[b], dq)
+        return q / np.linalg.norm(q)
 
     def _is_asleep(self, quiet):
         """Whether bodies still for ``quiet`` seconds sleep (scalar or array; is_asleep in the kernels)."""

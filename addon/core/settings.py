@@ -28,6 +28,9 @@ TANGENTIAL_STIFFNESS_RATIO = 2.0 / 7.0
 # Below this relative rolling speed (rad/s) rolling resistance fades out linearly, so a body at
 # rest feels no torque flipping sign from substep to substep.
 ROLLING_REGULARIZATION = 0.05
+# Fixed-point sweeps of the implicit-midpoint rotation step (ReferenceEngine._rotation_step): each
+# shrinks the residual by about dt |w| / 2, under 1e-2 at 10 rad/s and a 1.7 ms substep.
+ROTATION_SWEEPS = 4
 # Largest number of friction contacts one particle remembers between substeps.
 FRICTION_SLOTS = 8
 # Cap on the dashpot of one contact: DAMPING_LIMIT times the mass per contact of its bodies over
