@@ -254,7 +254,9 @@ def rolling(overrides: dict, degrees: float = 20.0) -> dict:
     downhill = np.array([0.0, -math.cos(theta), -math.sin(theta)])
     builder = ModelBuilder(BALL_PARTICLE_RADIUS)
     builder.add_ground_plane(normal=normal, point=(0, 0, 0), material=Material(friction=0.5))
-    builder.add_body(points, density=1000.0, position=normal * (BALL_RADIUS + 0.005), corner_reach=reach,
+    # the lowest particle 1 mm above the slope: a start overlapping the slope would be pushed out
+    lowest = float((points @ -normal).max()) + BALL_PARTICLE_RADIUS
+    builder.add_body(points, density=1000.0, position=normal * (lowest + 0.001), corner_reach=reach,
                      material=Material(friction=0.5))
     engine = make_engine(builder.finalize(), settings_for(overrides))
     run_seconds(engine, 0.2)
