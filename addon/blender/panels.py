@@ -6,6 +6,7 @@ import textwrap
 import bpy
 
 from . import bake, bake_instances, properties
+from .preferences import wrap_width
 from .job import BakeOptions, estimate, pick_objects
 
 CATEGORY = "Particle Bodies"
@@ -77,7 +78,7 @@ class PRB_PT_main(bpy.types.Panel):
         problem = properties.opencl_problem()
         if problem:
             col.label(text="No OpenCL device: see the tooltip of Device", icon="ERROR")
-            for line in textwrap.wrap(problem, 60, break_long_words=False, break_on_hyphens=False):
+            for line in textwrap.wrap(problem, wrap_width(context), break_long_words=False, break_on_hyphens=False):
                 col.label(text=line)
         else:
             col.label(text=f"Device: {properties.device_label(scene.prb_settings.device)}", icon="DESKTOP")

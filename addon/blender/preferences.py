@@ -17,6 +17,17 @@ ADDON_MODULE = __package__.rsplit(".addon.blender", 1)[0] if ".addon.blender" in
 CLI_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "cli.py")
 
 
+def wrap_width(context, fallback: int = 40) -> int:
+    """Characters per label line that fit the region being drawn (Blender cuts longer labels)."""
+    region = getattr(context, "region", None)
+    width = getattr(region, "width", 0)
+    if width <= 1:
+        return fallback
+    scale = context.preferences.system.ui_scale
+    # about 6.5 px per character of the interface font, less the panel's margins and the icon column
+    return max(20, int((width - 60 * scale) / (6.5 * scale)))
+
+
 def draw_wrapped(layout, text: str, icon: str = "NONE", width: int = 70) -> None:
     col = layout.column(align=True)
     for i, line in enumerate(textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False)):
@@ -45,7 +56,7 @@ class PRB_AP_preferences(bpy.types.AddonPreferences):
         layout = self.layout
         box = layout.box()
         box.label(text="Requirements", icon="PREFERENCES")
-        if not draw_dependencies(box, 100):
+        if not draw_dependencies(box, wrap_width(context, 100)):
             import numpy
 
             from . import properties
@@ -72,7 +83,7 @@ class PRB_PT_missing_dependencies(bpy.types.Panel):
     bl_category = CATEGORY
 
     def draw(self, context):
-        draw_dependencies(self.layout, 45)
+        draw_dependencies(self.layout, wrap_width(context))
         self.layout.label(text="Details: Preferences > Add-ons")
 
 
