@@ -345,12 +345,8 @@ def _script_argv(argv: list[str]) -> list[str]:
 def main(argv=None) -> None:
     """The --python script and plain-Python entry point: exits non-zero on any failure."""
     argv = list(sys.argv if argv is None else argv)
-    try:
-        own = _script_argv(argv)
-    except UsageError as exc:
-        code = _report(exc, False)
-    else:
-        code = _run_guarded(lambda a: script_parser().parse_args(a), own)
+    # _script_argv inside the guard: whatever fails there (a missing `--`, an import) is one line too
+    code = _run_guarded(lambda a: script_parser().parse_args(_script_argv(a)), argv)
     sys.stdout.flush()
     sys.stderr.flush()
     if code or not INSIDE_BLENDER:
