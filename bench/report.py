@@ -150,17 +150,21 @@ def convert_table(name: str) -> str:
         f"\nSteps of one run (s): {steps}.\n\n" + source(name, f"{machine(name, r)}, bpy {r['blender']}")
 
 
-def instances_table(name: str) -> str:
-    r = load(name)
-    m = r["machine"]
-    body = [[f"{r['bodies']:,}", r["frames"], f"{r['cache_write_s']:.1f}", f"{r['cache_write_cpu_s']:.1f}",
-             f"{r['cache_bytes'] / 1e6:,.0f} MB", f"{r['write_peak_traced_bytes'] / 1e6:.0f} MB",
-             f"{r['frame_eval_cpu_ms_median']:.1f}", f"{r['frame_eval_ms_median']:.1f}", f"{r['target_frame_eval_ms']:.0f}"]]
-    head = ["bodies", "frames", "cache write s", "of which CPU s", "cache size", "writer's peak memory",
-            "one frame's evaluation, CPU ms (median)", "wall ms (median)", "target ms"]
-    load_avg = m.get("load_average_1_5_15_min", ["?"])[0]
-    return rows(head, body) + "\n" + source(name, f"{m['cpu']}, {m['cores']} cores, bpy {r['bpy']}, "
-                                                  f"load {load_avg:.1f} during the run")
+def instances_table(names: list[str]) -> str:
+    """One row per run: the same benchmark under other Blender versions and machine loads."""
+    body, sources = [], []
+    for name in names:
+        r = load(name)
+        m = r["machine"]
+        load_avg = m.get("load_average_1_5_15_min", ["?"])[0]
+        body.append([f"{r['bodies']:,}", r["frames"], r["bpy"], f"{load_avg:.1f}", f"{r['cache_write_s']:.1f}",
+                     f"{r['cache_write_cpu_s']:.1f}", f"{r['cache_bytes'] / 1e6:,.0f} MB",
+                     f"{r['write_peak_traced_bytes'] / 1e6:.0f} MB", f"{r['frame_eval_cpu_ms_median']:.1f}",
+                     f"{r['frame_eval_ms_median']:.1f}", f"{r['target_frame_eval_ms']:.0f}"])
+        sources.append("- " + source(name, f"{m['cpu']}, {m['cores']} cores, bpy {r['bpy']}, load {load_avg:.1f}"))
+    head = ["bodies", "frames", "bpy", "load (1 min)", "cache write s", "of which CPU s", "cache size",
+            "writer's peak memory", "one frame's evaluation, CPU ms (median)", "wall ms (median)", "target ms"]
+    return rows(head, body) + "\n" + "".join(sources)
 
 
 TABLES = {
@@ -173,7 +177,8 @@ TABLES = {
     "bake_keys": lambda: bake_keys_table(["bake_keys.json", "bake_keys_1k_epyc.json", "bake_keys_10k.json"]),
     "bake_rebake_clear": lambda: rebake_table("bake_rebake_clear_10k.json"),
     "convert": lambda: convert_table("convert.json"),
-    "instances": lambda: instances_table("instances_100k_cpu.json"),
+    "instances": lambda: instances_table(["instances_100k_cpu.json", "instances_100k_cpu_bpy4.2.json",
+                                           "instances_100k_cpu_load9.json"]),
 }
 
 MARKED = re.compile(r"(<!-- report:(\w+) -->\n)(.*?)(<!-- /report -->)", re.S)
