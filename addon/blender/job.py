@@ -241,6 +241,12 @@ class BakeJob:
         both = sorted({o.name for o in self.dynamic} & {o.name for o in self.static})
         if both:
             raise BakeError(f"objects both dynamic and static colliders: {', '.join(both)}")
+        if opts.bake_mode == "KEYFRAMES":
+            refused = [problem for obj in self.dynamic for problem in _constraint_problems(obj)]
+            if refused:
+                raise BakeError(
+                    f"constraints would move baked bodies off their simulated motion: {'; '.join(refused)}. "
+                    "Mute or remove them (or bake to Instances, which ignores them)")
         device = None
         if opts.backend == "opencl":
             from ..core.device import choose_device
@@ -474,6 +480,30 @@ class BakeJob:
     def _say(self, text: str) -> None:
         if self.log:
             self.log(text)
+
+
+# Keys go on the object's own channels and its constraints act on top of them afterwards. That is
+# undone exactly only when the constraint's result is a fixed matrix times the channels' matrix: a Child
+# Of using every channel, to a target that does not move (local_channels then writes the keys in the
+# space the constraint puts them in). Any other constraint depends on the channels themselves (Copy
+# Rotation replaces the rotation, Limit Location clamps it, Track To turns the body), so the baked motion
+# would not be the simulated one.
+_CHILD_OF_CHANNELS = tuple(f"use_{kind}_{axis}" for kind in ("location", "rotation", "scale") for axis in "xyz")
+
+
+def _constraint_problems(obj) -> list[str]:
+    problems = []
+    for con in obj.constraints:
+        if con.mute or con.influence == 0.0:
+            continue
+        what = f"{obj.name}: {con.type.replace('_', ' ').title()} constraint '{con.name}'"
+        if con.type != "CHILD_OF":
+            problems.append(what)
+        elif con.influence != 1.0 or not all(getattr(con, name, True) for name in _CHILD_OF_CHANNELS):
+            problems.append(f"{what} (not every channel, or influence below 1)")
+        elif con.target is not None and _animated_chain(con.target):
+            problems.append(f"{what} (its target moves)")
+    return problems
 
 
 def _animated_chain(obj) -> bool:

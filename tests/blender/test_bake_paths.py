@@ -410,6 +410,65 @@ def test_dynamic_object_under_a_child_of_constraint_follows_the_engine(registere
     assert_keys_match_engine(job, [0, 4, 9])
 
 
+@pytest.mark.parametrize("kind", ["COPY_ROTATION", "LIMIT_LOCATION", "CHILD_OF_PARTIAL", "CHILD_OF_MOVING"])
+def test_keyframe_bake_refuses_constraints_that_would_move_bodies_off_their_motion(registered, kind):
+    """Keys under a constraint whose result depends on the keyed channels (or a Child Of that does
+    not use all of them, or follows a moving target) would not give the simulated motion: the bake is
+    refused before converting, naming the object and the constraint, and the scene is untouched."""
+    fresh_scene(1, 10)
+    bpy.ops.object.empty_add(location=(1.0, 0.5, 0.3), rotation=(0.2, 0.1, 0.7))
+    rig = bpy.context.object
+    rig.name = "Rig"
+    rig.prb.role = "IGNORED"
+    cube = add_cube("Held", (0.0, 0.0, 2.0))
+    add_cube("Free", (2.0, 0.0, 2.0))
+    if kind == "COPY_ROTATION":
+        cube.constraints.new("COPY_ROTATION").target = rig
+    elif kind == "LIMIT_LOCATION":
+        limit = cube.constraints.new("LIMIT_LOCATION")
+        limit.use_min_z, limit.min_z = True, 1.5
+    else:
+        child_of = cube.constraints.new("CHILD_OF")
+        child_of.target = rig
+        if kind == "CHILD_OF_PARTIAL":
+            child_of.use_rotation_z = False
+        else:
+            rig.keyframe_insert("location", frame=1)
+            rig.location.z += 1.0
+            rig.keyframe_insert("location", frame=10)
+    bpy.context.view_layer.update()
+    bpy.ops.object.select_all(action="DESELECT")
+    before = scene_snapshot()
+    dynamic, static = pick_objects(bpy.context)
+    job = BakeJob(bpy.context, dynamic, static, BakeOptions.from_scene(bpy.context.scene))
+    with pytest.raises(BakeError, match=r"Held: .* constraint") as refused:
+        job.check()
+    assert "Free" not in str(refused.value) and "Mute or remove" in str(refused.value)
+    assert job.converted is None and job.sim is None
+    assert scene_snapshot() == before
+
+
+def test_muted_constraints_and_instance_bakes_are_not_refused(registered):
+    """A muted constraint (or one at influence 0) does not act; a bake to instances shows the
+    simulated poses from the cache whatever the originals' constraints do."""
+    fresh_scene(1, 6)
+    cube = add_cube("Held", (0.0, 0.0, 2.0))
+    muted = cube.constraints.new("LIMIT_LOCATION")
+    muted.use_min_z, muted.min_z, muted.mute = True, 5.0, True
+    faded = cube.constraints.new("COPY_ROTATION")
+    faded.influence = 0.0
+    bpy.context.view_layer.update()
+    bpy.ops.object.select_all(action="DESELECT")
+    job, _ = run_job()
+    assert_keys_match_engine(job, [0, 5])
+    muted.mute = False
+    dynamic, static = pick_objects(bpy.context)
+    with pytest.raises(BakeError, match="Limit Location"):
+        BakeJob(bpy.context, dynamic, static, BakeOptions.from_scene(bpy.context.scene)).check()
+    BakeJob(bpy.context, dynamic, static,
+            BakeOptions.from_scene(bpy.context.scene, bake_mode="INSTANCES")).check()
+
+
 def test_collider_moved_by_a_constraint_moves_in_the_simulation(registered):
     """A floor without keys of its own, lifted by a Copy Location constraint after an animated
     empty: its motion is sampled per frame (convert._possibly_animated), and it lifts the cube."""
