@@ -1,8 +1,5 @@
 """Bake to instances with the bpy module: poses equal to the keyframe bake's on every frame, in a
-process without the add-on too; Clear Bake, re-bake, cancel and bad cache folders.
-
-Undo is not tested here: the bpy module keeps no undo stack (``bpy.ops.ed.undo.poll()`` is False in
-background mode); the bake is one operator with the UNDO flag, so one undo step."""
+process without the add-on too; Clear Bake, one-step undo, re-bake, cancel and bad cache folders."""
 from __future__ import annotations
 
 import json
@@ -211,6 +208,71 @@ def test_rebake_replaces_only_its_own_cache_and_cancel_keeps_it(registered, blen
     assert stranger.name in bpy.data.objects and other_file.read_bytes() == b"not ours"
     assert bpy.ops.prb.clear_bake() == {"FINISHED"}
     assert stranger.name in bpy.data.objects and other_file.exists() and not cache_file.exists()
+
+
+def _visibility() -> dict:
+    return {o.name: (o.hide_viewport, o.hide_render) for o in bpy.data.objects}
+
+
+@pytest.mark.parametrize("operator", ["simulate_bake", "clear_bake"])
+def test_one_undo_step_takes_an_instance_bake_or_its_clearing_back(registered, blend, operator):
+    """As test_bake_paths' undo test: bpy.ops.<op>('EXEC_DEFAULT', True) pushes the undo step a user's
+    Ctrl+Z takes back. The cache file stays on disk through undo (Blender's undo restores data-blocks,
+    not files), so redo shows the bake again."""
+    build_scene(blend)
+    bpy.context.scene.prb_settings.bake_mode = "INSTANCES"
+    if operator == "clear_bake":
+        assert bpy.ops.prb.simulate_bake() == {"FINISHED"}
+    bpy.ops.ed.undo_push(message="before")
+    before, hidden = scene_snapshot(), _visibility()
+    groups = sorted(g.name for g in bpy.data.node_groups)
+    assert getattr(bpy.ops.prb, operator)("EXEC_DEFAULT", True) == {"FINISHED"}
+    after, hidden_after = scene_snapshot(), _visibility()
+    assert after != before and hidden_after != hidden
+    bpy.ops.ed.undo()
+    assert _visibility() == hidden
+    assert _without_hidden_matrices(scene_snapshot()) == _without_hidden_matrices(before)
+    assert sorted(g.name for g in bpy.data.node_groups) == groups
+    bpy.ops.ed.redo()
+    assert _visibility() == hidden_after
+    assert _without_hidden_matrices(scene_snapshot()) == _without_hidden_matrices(after)
+    caches = bake_instances.cache_objects(bpy.context.scene)
+    assert len(caches) == (1 if operator == "simulate_bake" else 0)
+    if caches:
+        assert Path(bake_instances.cache_file(caches[0])).is_file()
+        # the redone bake clears as any other: the bodies come back where they were
+        assert bpy.ops.prb.clear_bake() == {"FINISHED"}
+        assert scene_snapshot() == before and _visibility() == hidden
+    else:
+        assert scene_snapshot() == after  # nothing hidden: every matrix evaluated
+
+
+def _without_hidden_matrices(snapshot: dict) -> dict:
+    """A snapshot without the world matrices of hidden objects: Blender does not evaluate hidden objects,
+    and after undo/redo their matrix_world reads as identity until they are shown again."""
+    objects = {name: {k: v for k, v in obj.items() if k != "matrix_world" or not bpy.data.objects[name].hide_viewport}
+               for name, obj in snapshot["objects"].items()}
+    return dict(snapshot, objects=objects)
+
+
+def test_simulate_bake_button_refuses_an_unwritable_cache_folder(registered, blend, monkeypatch):
+    """The panel's button (the operator): refused with the reason, before converting, nothing changed."""
+    build_scene(blend)
+    (blend.parent / "afile").write_text("x")
+    settings = bpy.context.scene.prb_settings
+    settings.bake_mode, settings.cache_folder = "INSTANCES", "//afile/cache"
+    from addon.blender import convert
+
+    def no_simulation(*_args, **_kw):
+        raise AssertionError("the scene was converted before the cache folder was checked")
+
+    monkeypatch.setattr(convert, "convert_scene", no_simulation)
+    before, hidden, files = scene_snapshot(), _visibility(), sorted(os.listdir(blend.parent))
+    # bpy.ops raises the operator's error report
+    with pytest.raises(RuntimeError, match="Simulate & Bake failed: cannot bake to instances: the cache folder .* "
+                                           "cannot be created: .*afile is a file; choose another cache folder"):
+        bpy.ops.prb.simulate_bake()
+    assert scene_snapshot() == before and _visibility() == hidden and sorted(os.listdir(blend.parent)) == files
 
 
 @pytest.mark.parametrize("problem", ["through_a_file", "unsaved"])
