@@ -81,6 +81,9 @@ _not_negative.__name__ = "number"
 
 def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     """The bake options, shared by the --python script and `blender --command particle_bodies bake`."""
+    from .core.settings import ConversionSettings, SimulationSettings
+
+    defaults, limits = SimulationSettings(), ConversionSettings()
     p.add_argument("--scene", help=".blend file to open (default inside Blender: the file Blender opened)")
     p.add_argument("--scene-name", help="scene in the file (default: the file's active scene)")
     group = p.add_mutually_exclusive_group()
@@ -94,13 +97,16 @@ def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--substeps", type=_count(1), help="substeps per frame (default: automatic)")
     p.add_argument("--radius", type=_positive, help="particle radius (default: automatic)")
     p.add_argument("--sleep-speed", type=_not_negative, metavar="M_PER_S",
-                   help="bodies slower than this for --sleep-time seconds stop until hit (0: never; default 0.02 "
-                        "or the scene's setting)")
-    p.add_argument("--sleep-time", type=_positive, metavar="SECONDS", help="see --sleep-speed (default 0.5)")
+                   help=f"bodies slower than this for --sleep-time seconds stop until hit (0: never; default "
+                        f"{defaults.sleep_speed:g} or the scene's setting)")
+    p.add_argument("--sleep-time", type=_positive, metavar="SECONDS",
+                   help=f"see --sleep-speed (default {defaults.sleep_time:g} or the scene's setting)")
     p.add_argument("--device", help="OpenCL device: auto, gpu, cpu, P:D, or part of its name")
     p.add_argument("--backend", choices=("opencl", "reference"), default="opencl",
                    help="simulation engine (default: opencl; reference is slow NumPy)")
-    p.add_argument("--max-particles", type=_count(1), help="refuse scenes needing more particles than this")
+    p.add_argument("--max-particles", type=_count(1),
+                   help=f"refuse scenes needing more particles than this (default {limits.max_particles:,} or the "
+                        f"scene's setting)")
     p.add_argument("--bake-mode", choices=("keyframes", "instances"), default="keyframes",
                    help="keyframes: key each body's object; instances: one object shows every body from a point "
                         "cache written beside --output (plays without the add-on; for 10,000 bodies and more)")
@@ -176,6 +182,8 @@ def bake(args) -> int:
     from . import blender
     from .blender import job as job_module
     from .blender.job import BakeJob, BakeOptions, pick_objects
+    from .blender.properties import ROLE_LABELS
+    from .core.settings import ROLE_IGNORED, ROLE_STATIC
     from .blender.progress import ProgressPrinter
     from .blender.save import save_copy_atomically
 
@@ -210,16 +218,15 @@ def bake(args) -> int:
         if args.objects:
             dynamic = _lookup(bpy, scene, _names(args.objects), "objects")
             for obj in dynamic:
-                if obj.prb.role in (job_module.ROLE_STATIC, job_module.ROLE_IGNORED):
-                    role = "Static Collider" if obj.prb.role == job_module.ROLE_STATIC else "Ignored"
-                    raise CliError(f"--objects names {obj.name!r}, whose role is {role}: set its role to Dynamic "
-                                   f"Body or Follow Selection, or leave it out")
+                if obj.prb.role in (ROLE_STATIC, ROLE_IGNORED):
+                    raise CliError(f"--objects names {obj.name!r}, whose role is {ROLE_LABELS[obj.prb.role]}: set "
+                                   f"its role to Dynamic Body or Follow Selection, or leave it out")
         elif args.collection:
             coll = bpy.data.collections.get(args.collection)
             if coll is None:
                 raise CliError(f"collection {args.collection!r} not found")
             dynamic = [o for o in coll.all_objects if o.type == "MESH" and o.name in scene.objects
-                       and o.prb.role not in (job_module.ROLE_STATIC, job_module.ROLE_IGNORED)]
+                       and o.prb.role not in (ROLE_STATIC, ROLE_IGNORED)]
             if not dynamic:
                 raise CliError(f"collection {args.collection!r} has no mesh objects that can move "
                                f"(in scene {scene.name!r}, role neither Static Collider nor Ignored)")

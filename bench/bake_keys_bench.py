@@ -28,6 +28,7 @@ import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
 from addon.blender import bake  # noqa: E402
+from addon.core.rotations import axis_angle_quaternions, pose_matrices  # noqa: E402
 from bench.machine import cpu_model  # noqa: E402
 
 
@@ -59,16 +60,14 @@ def main() -> int:
     com = start[:, :3, 3].copy()
     positions = com[None] + np.stack([0.3 * t, 0 * t, -4.9 * t * t], axis=-1)
     axis = rng.normal(size=(n, 3))
-    axis /= np.linalg.norm(axis, axis=1, keepdims=True)
-    angle = (3.0 * t)[..., None] * np.ones((1, n, 1))
-    orient = np.concatenate([np.cos(angle / 2), np.sin(angle / 2) * axis[None]], axis=-1)
+    orient = axis_angle_quaternions(axis[None], 3.0 * t * np.ones((1, n)))
     frames = 1 + np.arange(f)
 
     convert_times, write_times = [], []
     for _ in range(args.repeat):
         bake.clear_bakes(objects)  # start each run from scratch (clear the previous bake)
         t0 = time.perf_counter()
-        world = bake.world_matrices(positions, orient, com, start)
+        world = pose_matrices(positions, orient, com, start)
         channels = bake.local_channels(objects, world)
         t1 = time.perf_counter()
         bake.write_bake(frames, channels)

@@ -19,7 +19,8 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from addon.core import SimulationSettings, quaternion_to_matrix  # noqa: E402
+from addon.core import SimulationSettings  # noqa: E402
+from addon.core.rotations import pose_matrices  # noqa: E402
 from addon.core.simulation import Simulation  # noqa: E402
 from bench.scenes import cube_pile  # noqa: E402
 
@@ -45,6 +46,7 @@ def main(argv=None):
 
     step_s = readback_s = matrices_s = 0.0
     com = model.body_com_local
+    identity = np.broadcast_to(np.eye(4), (model.body_count, 4, 4))
     frames = []
     for index in range(args.frames + 1):
         if index:
@@ -57,10 +59,8 @@ def main(argv=None):
         positions, orientations = engine.body_poses()
         readback_s += time.perf_counter() - t
         t = time.perf_counter()
-        # world matrix of each object: T(x) R(q) T(-com) (objects given in world space at frame 0)
-        rot = quaternion_to_matrix(orientations)
-        translation = positions - np.einsum("bij,bj->bi", rot, com)
-        frames.append((rot.astype(np.float32), translation.astype(np.float32)))
+        # world matrix of each object (objects given in world space at frame 0, as a conversion gives)
+        frames.append(pose_matrices(positions, orientations, com, identity).astype(np.float32))
         matrices_s += time.perf_counter() - t
 
     speeds = np.linalg.norm(engine.body_state().velocity, axis=1)

@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 
 from addon.core import Material, ModelBuilder, SimulationSettings  # noqa: E402
 from addon.core import voxelize as vox  # noqa: E402
-from addon.core.model import quaternion_to_matrix  # noqa: E402
+from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from addon.core.shapes import box_particles, cube_particles  # noqa: E402
 from bench.machine import cpu_model  # noqa: E402

@@ -6,6 +6,7 @@ import math
 import numpy as np
 
 from addon.core import Material, ModelBuilder
+from addon.core.rotations import axis_angle_quaternions, quaternion_to_matrix
 from addon.core.shapes import cube_particles
 
 
@@ -24,16 +25,11 @@ def cube_pile(count: int, side: float = 1.0, spacing: float = 1.6, seed: int = 0
     positions[:, :2] += rng.uniform(-0.1, 0.1, size=(count, 2)) * side
     # small random tilt so the block tumbles into a pile rather than landing as a block
     axis = rng.normal(size=(count, 3))
-    axis /= np.linalg.norm(axis, axis=1, keepdims=True)
     angle = rng.uniform(-0.25, 0.25, size=count)
-    quats = np.concatenate([np.cos(angle / 2)[:, None], axis * np.sin(angle / 2)[:, None]], axis=1)
+    quats = axis_angle_quaternions(axis, angle)
     local = cube_particles(side)
     # rotate the particle layout of every cube (world-space particles for add_bodies)
-    w, x, y, z = quats.T
-    rot = np.empty((count, 3, 3))
-    rot[:, 0] = np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], 1)
-    rot[:, 1] = np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], 1)
-    rot[:, 2] = np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], 1)
+    rot = quaternion_to_matrix(quats)
     points = np.matmul(local[None], rot.transpose(0, 2, 1)) + positions[:, None, :]
     material = Material(friction=0.5, restitution=0.2)
     builder = ModelBuilder(side / 6)

@@ -1,7 +1,7 @@
 """The Blender layer: registers every module's ``classes`` (properties first, panels last).
 
 Modules expose a ``classes`` tuple and optionally ``register()``/``unregister()`` for what is not a
-class (pointer properties, handlers). preview.py (particle preview overlay) is registered when present.
+class (pointer properties, handlers).
 Without numpy only preferences.py's page and a sidebar panel saying what is missing are registered.
 """
 from __future__ import annotations
@@ -15,14 +15,7 @@ _registered: list = []  # (module, classes) actually registered, in order
 
 
 def _modules():
-    mods = []
-    for name in _MODULE_NAMES:
-        try:
-            mods.append(importlib.import_module(f"{__name__}.{name}"))
-        except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
-                raise  # a real import error inside the module
-    return mods
+    return [importlib.import_module(f"{__name__}.{name}") for name in _MODULE_NAMES]
 
 
 def register():

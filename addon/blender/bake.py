@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 
-from ..core.model import matrix_quaternions, quaternion_to_matrix
+from ..core.rotations import matrix_quaternions
 
 BAKE_MARK = "prb_bake"
 PREV_ACTION = "_prb_previous_action"
@@ -59,13 +59,7 @@ def has_bake(obj) -> bool:
 
 
 # --------------------------------------------------------------------------------------------------
-# numpy rotation helpers (Blender conventions: quaternions (w, x, y, z), column vectors)
-
-def quaternion_matrices(q: np.ndarray) -> np.ndarray:
-    """Rotation matrices of quaternions (w, x, y, z), normalised first (the core's conversion)."""
-    q = np.asarray(q, dtype=np.float64)
-    return quaternion_to_matrix(q / np.linalg.norm(q, axis=-1, keepdims=True))
-
+# keyframe channels of rotations (core.rotations has the conversions themselves)
 
 def continuous_quaternions(q: np.ndarray) -> np.ndarray:
     """Flip signs along axis 0 (frames) so consecutive quaternions lie in the same hemisphere."""
@@ -139,20 +133,6 @@ def axis_angles(q: np.ndarray) -> np.ndarray:
 
 # --------------------------------------------------------------------------------------------------
 # world transforms -> local channels
-
-def world_matrices(positions, orientations, com_local, matrix_world_start) -> np.ndarray:
-    """(F, B, 4, 4) world matrices: T(x) R(q) T(-com_local) M_start for each body and frame."""
-    positions = np.asarray(positions, dtype=np.float64)
-    rot = quaternion_matrices(orientations)  # (F, B, 3, 3)
-    start = np.asarray(matrix_world_start, dtype=np.float64)  # (B, 4, 4)
-    com = np.asarray(com_local, dtype=np.float64)  # (B, 3)
-    frames, bodies = positions.shape[:2]
-    rigid = np.zeros((frames, bodies, 4, 4))
-    rigid[..., :3, :3] = rot
-    rigid[..., :3, 3] = positions - np.einsum("fbij,bj->fbi", rot, com)
-    rigid[..., 3, 3] = 1.0
-    return rigid @ start[None]
-
 
 def _matrix_np(matrix) -> np.ndarray:
     return np.array([list(row) for row in matrix], dtype=np.float64)

@@ -20,13 +20,14 @@ import bpy
 import numpy as np
 
 from . import bake
+from ..core.opencl_engine import estimate_device_memory
+from ..core.rotations import pose_matrices
+from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_STATIC, ConversionSettings,
+                             SimulationSettings)
 
-ROLE_DYNAMIC, ROLE_STATIC, ROLE_IGNORED, ROLE_NONE = "DYNAMIC", "STATIC", "IGNORED", "NONE"
 BAKE_MODES = ("KEYFRAMES", "INSTANCES")
-# Rough device memory per particle and per body of the OpenCL engine (state, contacts, grid, friction
-# history), for the panel's estimate only.
-BYTES_PER_PARTICLE = 256
-BYTES_PER_BODY = 256
+_SIMULATION = SimulationSettings()
+_CONVERSION = ConversionSettings()
 
 
 class BakeError(Exception):
@@ -40,11 +41,11 @@ class BakeOptions:
     frame_step: int = 1
     substeps: int | None = None  # per frame; None: automatic
     radius: float | None = None  # None: automatic
-    target_penetration: float = 0.05
-    sleep_speed: float = 0.02  # m/s; 0: bodies never sleep
-    sleep_time: float = 0.5  # s
+    target_penetration: float = _SIMULATION.target_penetration
+    sleep_speed: float = _SIMULATION.sleep_speed  # m/s; 0: bodies never sleep
+    sleep_time: float = _SIMULATION.sleep_time  # s
     device: str | None = None  # OpenCL device selector; None: automatic
-    max_particles: int = 20_000_000
+    max_particles: int = _CONVERSION.max_particles
     backend: str = "opencl"
     bake_mode: str = "KEYFRAMES"  # or "INSTANCES" (bake_instances.py)
     cache_folder: str | None = None  # instances: where the point cache goes; None: bake_instances' default
@@ -143,7 +144,7 @@ def pick_objects(context, selected=None):
     dynamic = [o for o in objects if o.prb.role == ROLE_DYNAMIC]
     seen = set(o.name for o in dynamic)
     for o in selected:
-        if o.type == "MESH" and o.prb.role == ROLE_NONE and o.name not in seen:
+        if o.type == "MESH" and o.prb.role == ROLE_FOLLOW_SELECTION and o.name not in seen:
             dynamic.append(o)
             seen.add(o.name)
     static = [o for o in objects if o.prb.role == ROLE_STATIC and o.name not in seen]
@@ -163,12 +164,7 @@ def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
         # same spirit as the automatic radius: the smallest body about 3 particles across
         radius = max(min(volumes) ** (1.0 / 3.0) / 6.0, 1e-4)
     particles = int(sum(max(1.0, v / (2 * radius) ** 3) for v in volumes))
-    try:
-        from ..core.opencl_engine import estimate_device_memory
-
-        memory = int(estimate_device_memory(particles, len(volumes)))
-    except Exception:  # pyopencl missing: keep the rough figure
-        memory = particles * BYTES_PER_PARTICLE + len(volumes) * BYTES_PER_BODY
+    memory = int(estimate_device_memory(particles, len(volumes)))
     return dict(bodies=len(volumes), particles=particles, memory=memory, radius=radius)
 
 
@@ -300,8 +296,6 @@ class BakeJob:
                             for link in links]
             self.links = links
             if device is not None:
-                from ..core.opencl_engine import estimate_device_memory
-
                 needed = estimate_device_memory(conv.particle_count, conv.model.body_count)
                 if needed > device.global_memory:
                     raise BakeError(
@@ -375,7 +369,7 @@ class BakeJob:
     def world_matrices(self, first: int = 0, stop: int | None = None) -> np.ndarray:
         stop = self.frames_total + 1 if stop is None else stop
         links = self.links
-        return bake.world_matrices(
+        return pose_matrices(
             self.positions[first:stop], self.orientations[first:stop],
             np.array([link.com_local for link in links]),
             np.array([np.asarray(link.matrix_world, dtype=np.float64) for link in links]))

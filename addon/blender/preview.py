@@ -1,7 +1,7 @@
 """Viewport preview of the particle representation of the selected bodies (operator ``prb.toggle_preview``).
 
 Draws one point per particle with Blender's ``gpu`` module from a SpaceView3D draw handler. The
-particles come from the same code as the simulation (``convert.shape_particles``), cached per object
+particles come from the conversion's own stages (``convert.object_particles``), cached per object
 in the object's own coordinates, so moving an object only re-transforms its points; editing its
 geometry, scale or the particle radius recomputes them.
 
@@ -15,6 +15,7 @@ import numpy as np
 import bpy
 
 from . import convert
+from ..core.settings import ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION
 
 POINT_COLOR = (1.0, 0.55, 0.1, 0.9)
 POINT_SIZE = 5.0
@@ -41,8 +42,8 @@ def preview_objects(context):
     """Selected objects that would become dynamic bodies (geometry, not Static/Ignored)."""
     out = []
     for obj in context.selected_objects:
-        role = convert.object_settings(obj)["role"]
-        if obj.type in convert.GEOMETRY_TYPES and role in ("NONE", "DYNAMIC"):
+        role = convert.object_settings(obj).role
+        if obj.type in convert.GEOMETRY_TYPES and role in (ROLE_FOLLOW_SELECTION, ROLE_DYNAMIC):
             out.append(obj)
     return out
 
@@ -51,16 +52,15 @@ def particles_local(obj, depsgraph, radius: float):
     """(N, 3) particle centres in the object's local coordinates, as the conversion makes them
     (None when the object cannot become a body). Cached until its geometry/scale/radius changes."""
     m4 = np.array(obj.matrix_world, dtype=np.float64)
-    rot, stretch = convert.vox.polar_decomposition(m4[:3, :3])
+    _, stretch = convert.vox.polar_decomposition(m4[:3, :3])
     key = (obj.data.as_pointer() if obj.data is not None else 0, _geometry_version.get(obj.name, 0),
            round(radius, 12), tuple(np.round(stretch, 6).ravel()))
     hit = _cache.get(obj.name)
     if hit is not None and hit[0] == key:
         return hit[1]
-    points = convert.shape_particles(obj, depsgraph, radius)
+    world = convert.object_particles(obj, depsgraph, radius)
     local = None
-    if points is not None:
-        world = points @ rot.T + m4[:3, 3]
+    if world is not None:
         local = (np.c_[world, np.ones(len(world))] @ np.linalg.inv(m4).T)[:, :3]
     _cache[obj.name] = (key, local)
     return local

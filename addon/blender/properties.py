@@ -1,6 +1,7 @@
 """Scene and per-object settings of the add-on (``Scene.prb_settings``, ``Object.prb``).
 
-Names follow docs/ARCHITECTURE.md; convert.py, the CLI and the sample scenes read them.
+Names follow docs/ARCHITECTURE.md; convert.py, the CLI and the sample scenes read them. Defaults
+come from the core's settings dataclasses (core/settings.py), the one place they are set.
 """
 from __future__ import annotations
 
@@ -8,12 +9,21 @@ import bpy
 from bpy.props import (BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty,
                        PointerProperty, StringProperty)
 
+from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_IGNORED, ROLE_STATIC, ConversionSettings,
+                             ObjectSettings, SimulationSettings)
+from .job import BakeOptions
+
 ROLE_ITEMS = (
-    ("NONE", "Follow Selection", "Simulated as a dynamic body when selected at Simulate & Bake time"),
-    ("DYNAMIC", "Dynamic Body", "Always simulated as a moving rigid body"),
-    ("STATIC", "Static Collider", "Does not move; dynamic bodies collide with it"),
-    ("IGNORED", "Ignored", "Never part of the simulation, even when selected"),
+    (ROLE_FOLLOW_SELECTION, "Follow Selection", "Simulated as a dynamic body when selected at Simulate & Bake time"),
+    (ROLE_DYNAMIC, "Dynamic Body", "Always simulated as a moving rigid body"),
+    (ROLE_STATIC, "Static Collider", "Does not move; dynamic bodies collide with it"),
+    (ROLE_IGNORED, "Ignored", "Never part of the simulation, even when selected"),
 )
+ROLE_LABELS = {identifier: label for identifier, label, _ in ROLE_ITEMS}
+_BAKE = BakeOptions()
+_OBJECT = ObjectSettings()
+_SIMULATION = SimulationSettings()
+_CONVERSION = ConversionSettings()
 
 # 4.5+ warns about '//' paths in a path property without this option, which 4.2 does not know
 _BLEND_RELATIVE = ({"PATH_SUPPORTS_BLEND_RELATIVE"}
@@ -80,9 +90,9 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
     use_scene_frame_range: BoolProperty(
         name="Scene Frame Range", default=True,
         description="Simulate the scene's frame range; off: use the range below")
-    frame_start: IntProperty(name="Start", default=1, description="First frame of the bake")
-    frame_end: IntProperty(name="End", default=250, description="Last frame of the bake")
-    frame_step: IntProperty(name="Step", default=1, min=1, soft_max=10,
+    frame_start: IntProperty(name="Start", default=_BAKE.frame_start, description="First frame of the bake")
+    frame_end: IntProperty(name="End", default=_BAKE.frame_end, description="Last frame of the bake")
+    frame_step: IntProperty(name="Step", default=_BAKE.frame_step, min=1, soft_max=10,
                             description="Key every Nth frame (the simulation samples at this step too)")
     substeps_mode: EnumProperty(
         name="Substeps", default="AUTO",
@@ -96,25 +106,25 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
     particle_radius: FloatProperty(name="Particle Radius", default=0.05, min=1e-5, soft_max=1.0,
                                    subtype="DISTANCE", unit="LENGTH", precision=4)
     target_penetration: FloatProperty(
-        name="Stiffness Target", default=0.05, min=0.001, max=1.0, subtype="FACTOR",
+        name="Stiffness Target", default=_SIMULATION.target_penetration, min=0.001, max=1.0, subtype="FACTOR",
         description="How far a particle may sink into another under the weight of a tall stack, as a fraction "
                     "of its radius (smaller: stiffer contacts, more substeps)")
     use_sleep: BoolProperty(
-        name="Sleeping", default=True,
+        name="Sleeping", default=_SIMULATION.sleep_speed > 0 and _SIMULATION.sleep_time > 0,
         description="Let bodies that have come to rest stop exactly (Blender's rigid bodies call it deactivation); "
                     "they wake when hit or when what they rest on moves away")
     sleep_speed: FloatProperty(
-        name="Sleep Speed", default=0.02, min=1e-4, soft_max=1.0, unit="VELOCITY",
+        name="Sleep Speed", default=_SIMULATION.sleep_speed, min=1e-4, soft_max=1.0, unit="VELOCITY",
         precision=3, description="A body whose fastest point moves slower than this is still")
     sleep_time: FloatProperty(
-        name="Sleep Time", default=0.5, min=0.01, soft_max=5.0, subtype="TIME_ABSOLUTE", unit="TIME_ABSOLUTE",
+        name="Sleep Time", default=_SIMULATION.sleep_time, min=0.01, soft_max=5.0, subtype="TIME_ABSOLUTE", unit="TIME_ABSOLUTE",
         description="Seconds a body must stay still before it sleeps")
     device: EnumProperty(name="Device", items=device_items,
                          description="OpenCL device that runs the simulation")
-    max_particles: IntProperty(name="Particle Limit", default=20_000_000, min=1,
+    max_particles: IntProperty(name="Particle Limit", default=_CONVERSION.max_particles, min=1,
                                description="Refuse to simulate more particles than this")
     bake_mode: EnumProperty(
-        name="Bake To", default="KEYFRAMES",
+        name="Bake To", default=_BAKE.bake_mode,
         items=(("KEYFRAMES", "Keyframes", "Key each body's object: editable per object, up to ~10,000 bodies"),
                ("INSTANCES", "Instances", "One object shows every body from a point cache beside the .blend "
                                           "(plays and renders without the add-on; for 10,000 bodies and more)")))
@@ -124,24 +134,25 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
 
 
 class PRB_ObjectSettings(bpy.types.PropertyGroup):
-    role: EnumProperty(name="Role", items=ROLE_ITEMS, default="NONE")
+    role: EnumProperty(name="Role", items=ROLE_ITEMS, default=_OBJECT.role)
     mass_mode: EnumProperty(
-        name="Mass From", default="DENSITY",
+        name="Mass From", default=_OBJECT.mass_mode,
         items=(("DENSITY", "Density", "Mass from the object's volume and a density"),
                ("MASS", "Mass", "Total mass of the object")))
-    density: FloatProperty(name="Density", default=1000.0, min=1e-6, soft_max=20000.0,
+    density: FloatProperty(name="Density", default=_OBJECT.density, min=1e-6, soft_max=20000.0,
                            description="kg/m³ (water: 1000, wood: ~600, steel: ~7850)")
-    mass: FloatProperty(name="Mass", default=1.0, min=1e-6, soft_max=10000.0, unit="MASS")
-    friction: FloatProperty(name="Friction", default=0.5, min=0.0, soft_max=2.0)
-    bounciness: FloatProperty(name="Bounciness", default=0.0, min=0.0, max=1.0, subtype="FACTOR",
+    mass: FloatProperty(name="Mass", default=_OBJECT.mass, min=1e-6, soft_max=10000.0, unit="MASS")
+    friction: FloatProperty(name="Friction", default=_OBJECT.friction, min=0.0, soft_max=2.0)
+    bounciness: FloatProperty(name="Bounciness", default=_OBJECT.bounciness, min=0.0, max=1.0, subtype="FACTOR",
                               description="Coefficient of restitution")
-    initial_velocity: FloatVectorProperty(name="Initial Velocity", size=3, subtype="VELOCITY", unit="VELOCITY")
+    initial_velocity: FloatVectorProperty(name="Initial Velocity", size=3, subtype="VELOCITY", unit="VELOCITY",
+                                           default=_OBJECT.initial_velocity)
     initial_angular_velocity: FloatVectorProperty(
-        name="Initial Angular Velocity", size=3, subtype="XYZ",
+        name="Initial Angular Velocity", size=3, subtype="XYZ", default=_OBJECT.initial_angular_velocity,
         description="Radians per second about the world axes")
-    linear_damping: FloatProperty(name="Linear Damping", default=0.0, min=0.0, max=0.99, subtype="FACTOR",
+    linear_damping: FloatProperty(name="Linear Damping", default=_OBJECT.linear_damping, min=0.0, max=0.99, subtype="FACTOR",
                                   description="Fraction of linear velocity lost per second")
-    angular_damping: FloatProperty(name="Angular Damping", default=0.0, min=0.0, max=0.99, subtype="FACTOR",
+    angular_damping: FloatProperty(name="Angular Damping", default=_OBJECT.angular_damping, min=0.0, max=0.99, subtype="FACTOR",
                                    description="Fraction of angular velocity lost per second")
 
 

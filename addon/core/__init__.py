@@ -1,5 +1,6 @@
 """bpy-free simulation core: scene description (model), settings, engines (OpenCL and NumPy reference)."""
-from .model import Material, Model, ModelBuilder, quaternion_to_matrix
+from .model import Material, Model, ModelBuilder
+from .rotations import quaternion_to_matrix
 from .settings import SimulationSettings, derive_contact_parameters
 from .state import BodyState
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .rotations import quaternion_to_matrix
+
 STATIC_BODY = -1  # body index stored for particles that belong to no dynamic body
 
 
@@ -141,23 +143,6 @@ def body_extents(model) -> np.ndarray:
     return np.maximum.reduceat(norms, model.body_first_particle) + model.particle_radius
 
 
-def quaternion_to_matrix(q) -> np.ndarray:
-    """Rotation matrix of unit quaternion(s) (w, x, y, z); works on (4,) or (N, 4) (seed eq. 5.11)."""
-    q = np.asarray(q, dtype=np.float64)
-    w, x, y, z = np.moveaxis(q, -1, 0)
-    m = np.empty(q.shape[:-1] + (3, 3))
-    m[..., 0, 0] = 1 - 2 * (y * y + z * z)
-    m[..., 0, 1] = 2 * (x * y - w * z)
-    m[..., 0, 2] = 2 * (x * z + w * y)
-    m[..., 1, 0] = 2 * (x * y + w * z)
-    m[..., 1, 1] = 1 - 2 * (x * x + z * z)
-    m[..., 1, 2] = 2 * (y * z - w * x)
-    m[..., 2, 0] = 2 * (x * z - w * y)
-    m[..., 2, 1] = 2 * (y * z + w * x)
-    m[..., 2, 2] = 1 - 2 * (x * x + y * y)
-    return m
-
-
 def _corner_reach(value, shape) -> np.ndarray:
     reach = np.asarray(value, dtype=np.float64)
     try:
@@ -179,40 +164,6 @@ def _unit_quaternions(value, count) -> np.ndarray:
     if not np.all(np.isfinite(norm) & (norm > 0)):
         raise ValueError("lattice orientation quaternions must be finite and non-zero")
     return q / norm
-
-
-def matrix_quaternions(m: np.ndarray) -> np.ndarray:
-    """Unit quaternions (w, x, y, z) of rotation matrices (..., 3, 3), numerically safe branch per item."""
-    m = np.asarray(m, dtype=np.float64)
-    shape = m.shape[:-2]
-    m = m.reshape(-1, 3, 3)
-    q = np.empty((m.shape[0], 4))
-    m00, m11, m22 = m[:, 0, 0], m[:, 1, 1], m[:, 2, 2]
-    trace = m00 + m11 + m22
-    branch = np.argmax(np.stack([trace, m00, m11, m22], axis=1), axis=1)
-    for b in range(4):
-        idx = np.nonzero(branch == b)[0]
-        if not len(idx):
-            continue
-        a = m[idx]
-        if b == 0:
-            s = 2.0 * np.sqrt(1.0 + trace[idx])
-            q[idx] = np.stack([0.25 * s, (a[:, 2, 1] - a[:, 1, 2]) / s, (a[:, 0, 2] - a[:, 2, 0]) / s,
-                               (a[:, 1, 0] - a[:, 0, 1]) / s], axis=1)
-        elif b == 1:
-            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 0, 0] - a[:, 1, 1] - a[:, 2, 2], 1e-300))
-            q[idx] = np.stack([(a[:, 2, 1] - a[:, 1, 2]) / s, 0.25 * s, (a[:, 0, 1] + a[:, 1, 0]) / s,
-                               (a[:, 0, 2] + a[:, 2, 0]) / s], axis=1)
-        elif b == 2:
-            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 1, 1] - a[:, 0, 0] - a[:, 2, 2], 1e-300))
-            q[idx] = np.stack([(a[:, 0, 2] - a[:, 2, 0]) / s, (a[:, 0, 1] + a[:, 1, 0]) / s, 0.25 * s,
-                               (a[:, 1, 2] + a[:, 2, 1]) / s], axis=1)
-        else:
-            s = 2.0 * np.sqrt(np.maximum(1.0 + a[:, 2, 2] - a[:, 0, 0] - a[:, 1, 1], 1e-300))
-            q[idx] = np.stack([(a[:, 1, 0] - a[:, 0, 1]) / s, (a[:, 0, 2] + a[:, 2, 0]) / s,
-                               (a[:, 1, 2] + a[:, 2, 1]) / s, 0.25 * s], axis=1)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    return q.reshape(shape + (4,))
 
 
 def particle_inertia(offsets: np.ndarray, particle_mass: float, particle_diameter: float) -> np.ndarray:

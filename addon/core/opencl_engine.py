@@ -36,7 +36,8 @@ import numpy as np
 
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
-from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
+from .model import STATIC_BODY, Model, body_extents
+from .rotations import quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
                        SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin

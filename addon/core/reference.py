@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
-from .model import STATIC_BODY, Model, body_extents, quaternion_to_matrix
+from .model import STATIC_BODY, Model, body_extents
+from .rotations import quaternion_multiply, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
                        SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
@@ -32,17 +33,6 @@ EMPTY_SLOT = -1
 def plane_key(plane_index: int) -> int:
     """Friction-history key of a plane contact (particle contacts use the partner's index)."""
     return -2 - plane_index
-
-
-def quaternion_multiply(a, b):
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
-    return np.array([
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ])
 
 
 class ReferenceEngine(StateMixin):

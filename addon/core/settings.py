@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .model import Model
+from .model import Material, Model
 
 # Fraction of the contact's natural period per substep: 2*pi/omega / SUBSTEP_FRACTION. Below
 # ~1/15 the explicit scheme loses energy visibly; far below it only costs time.
@@ -75,6 +75,43 @@ class SimulationSettings:
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be >= 0, got {value}")
+
+
+# What an object is in a scene (the Blender layer's ``Object.prb.role``); the core itself sees only
+# bodies and colliders.
+ROLE_FOLLOW_SELECTION = "NONE"  # a dynamic body when selected at bake time
+ROLE_DYNAMIC = "DYNAMIC"
+ROLE_STATIC = "STATIC"  # a triangle collider
+ROLE_IGNORED = "IGNORED"
+ROLES = (ROLE_FOLLOW_SELECTION, ROLE_DYNAMIC, ROLE_STATIC, ROLE_IGNORED)
+
+
+@dataclass(frozen=True)
+class ObjectSettings:
+    """One object's part in the simulation (``Object.prb`` in Blender; its defaults are these)."""
+
+    role: str = ROLE_FOLLOW_SELECTION
+    mass_mode: str = "DENSITY"  # or "MASS"
+    density: float = 1000.0  # kg/m^3 (mass = density x volume)
+    mass: float = 1.0  # kg, with mass_mode "MASS"
+    friction: float = Material.friction
+    bounciness: float = Material.restitution
+    initial_velocity: tuple = (0.0, 0.0, 0.0)  # m/s, world
+    initial_angular_velocity: tuple = (0.0, 0.0, 0.0)  # rad/s about the world axes
+    linear_damping: float = Material.linear_damping
+    angular_damping: float = Material.angular_damping
+
+    def material(self) -> Material:
+        return Material(friction=float(self.friction), restitution=float(self.bounciness),
+                        linear_damping=float(self.linear_damping), angular_damping=float(self.angular_damping))
+
+
+@dataclass(frozen=True)
+class ConversionSettings:
+    """How objects become particles."""
+
+    radius: float | None = None  # particle radius; None: automatic from the smallest body
+    max_particles: int = 20_000_000  # refuse a scene that needs more
 
 
 @dataclass

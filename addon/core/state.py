@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .model import quaternion_to_matrix
+from .rotations import quaternion_to_matrix
 
 
 @dataclass

@@ -10,6 +10,7 @@ from prb_helpers import add_cube, bpy, fresh_scene, scene_snapshot
 
 from addon.blender import bake  # noqa: E402
 from addon.blender.job import BakeJob, BakeOptions, pick_objects  # noqa: E402
+from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 FRAMES = (1, 12)
 
 
@@ -268,7 +269,7 @@ def test_euler_conversion_matches_mathutils():
     q = rng.normal(size=(40, 4))
     q /= np.linalg.norm(q, axis=1, keepdims=True)
     for order in bake.EULER_ORDERS:
-        eul = bake.continuous_eulers(bake.quaternion_matrices(q)[:, None], order)[:, 0]
+        eul = bake.continuous_eulers(quaternion_to_matrix(q)[:, None], order)[:, 0]
         for e, qq in zip(eul, q):
             from mathutils import Euler
 

@@ -14,7 +14,7 @@ from mathutils.kdtree import KDTree  # noqa: E402
 from addon.blender import convert  # noqa: E402
 from addon.blender.convert import ConversionError, convert_scene, object_matrix_at  # noqa: E402
 from addon.core import voxelize as vox  # noqa: E402
-from addon.core.model import quaternion_to_matrix  # noqa: E402
+from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 from addon.core.settings import SimulationSettings  # noqa: E402
 from addon.core.simulation import Simulation  # noqa: E402
 
@@ -189,23 +189,21 @@ def test_rotated_scaled_mirrored_origin_offset_object_maps_back_exactly(scene):
     assert np.allclose((np.c_[local, np.ones(len(local))] @ back.T)[:, :3], particles_now, atol=1e-5)
 
 
-def test_object_matrices_vectorized_matches_single():
+def test_object_matrix_at_is_blenders_composition():
+    """T(x) R(q) T(-com) M0 composed by mathutils, independent of core.rotations."""
+    from mathutils import Quaternion, Vector
+
     rng = np.random.default_rng(0)
-    m0 = np.tile(np.eye(4), (4, 1, 1))
-    m0[:, :3, :3] = rng.normal(size=(4, 3, 3))
-    m0[:, :3, 3] = rng.normal(size=(4, 3))
-    com = rng.normal(size=(4, 3))
-    x = rng.normal(size=(4, 3))
-    q = rng.normal(size=(4, 4))
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
-    many = convert.object_matrices(m0, com, x, q)
     for b in range(4):
-        link = convert.BodyLink("o", b, m0[b], com[b])
-        one = object_matrix_at(link, x[b], q[b])
-        assert np.allclose(one, many[b])
-        # the centre of mass goes to x
-        com_h = np.append(np.linalg.inv(m0[b]) @ np.append(com[b], 1.0), 0)[:3]
-        assert np.allclose((one @ np.append(com_h, 1.0))[:3], x[b])
+        m0 = np.eye(4)
+        m0[:3, :3] = rng.normal(size=(3, 3))
+        m0[:3, 3] = rng.normal(size=3)
+        com, x, q = rng.normal(size=3), rng.normal(size=3), rng.normal(size=4)
+        q /= np.linalg.norm(q)
+        expected = (Matrix.Translation(Vector(x)) @ Quaternion(q).to_matrix().to_4x4()
+                    @ Matrix.Translation(Vector(-com)) @ Matrix(m0.tolist()))
+        link = convert.BodyLink("o", b, m0, com)
+        assert np.allclose(object_matrix_at(link, x, q), np.array(expected), atol=1e-12)
 
 
 def test_skips_name_objects_and_reasons(scene):
@@ -383,23 +381,6 @@ def test_animated_collider_frames_and_scene_left_as_it_was(scene):
     # the body was read at frame_start, whatever the current frame was
     assert np.allclose(conv.bodies[0].matrix_world[:3, 3], (0, 0, 2))
     assert conv.model.body_count == 1
-
-
-def test_object_matrix_at_agrees_with_the_bake():
-    from addon.blender import bake
-    rng = np.random.default_rng(5)
-    m0 = np.tile(np.eye(4), (3, 1, 1))
-    m0[:, :3, :3] = rng.normal(size=(3, 3, 3))
-    m0[:, :3, 3] = rng.normal(size=(3, 3))
-    com = rng.normal(size=(3, 3))
-    x = rng.normal(size=(4, 3, 3))
-    q = rng.normal(size=(4, 3, 4))
-    q /= np.linalg.norm(q, axis=2, keepdims=True)
-    baked = bake.world_matrices(x, q, com, m0)
-    for f in range(4):
-        for b in range(3):
-            link = convert.BodyLink("o", b, m0[b], com[b])
-            assert np.allclose(object_matrix_at(link, x[f, b], q[f, b]), baked[f, b])
 
 
 def test_device_memory_limit_is_checked(scene):

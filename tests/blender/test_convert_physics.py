@@ -172,7 +172,7 @@ def test_baked_origin_follows_the_simulated_body(scene):
     first, count = model.body_first_particle[0], model.body_particle_count[0]
     local_particles = (model.particle_offset[first:first + count] + model.body_com_local[0])
     local = (np.c_[local_particles, np.ones(count)] @ np.linalg.inv(m0).T)
-    from addon.core.model import quaternion_to_matrix
+    from addon.core.rotations import quaternion_to_matrix
 
     moved = 0.0
     for f in range(0, len(pos), 6):

@@ -7,7 +7,7 @@ import pytest  # noqa: E402
 import bpy  # noqa: E402
 
 from addon.blender import convert, preview  # noqa: E402
-from addon.core.model import quaternion_to_matrix  # noqa: E402
+from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 
 
 @pytest.fixture

@@ -3,16 +3,11 @@ import numpy as np
 
 from addon.core import Material, ModelBuilder, SimulationSettings
 from addon.core.opencl_engine import OpenCLEngine
+from addon.core.rotations import axis_angle_quaternions as axis_angle_quaternion  # noqa: F401 (tests import it from here)
 from addon.core.shapes import cube_particles
 
 CUBE_SIDE = 1.0
 RADIUS = CUBE_SIDE / 6.0  # 27-particle cubes, as in the seed
-
-
-def axis_angle_quaternion(axis, angle):
-    axis = np.asarray(axis, dtype=float)
-    axis = axis / np.linalg.norm(axis)
-    return np.concatenate([[np.cos(angle / 2)], axis * np.sin(angle / 2)])
 
 
 def add_cube(builder, position, material=None, **kwargs):

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from addon.core import Material, ModelBuilder, SimulationSettings
-from addon.core.model import quaternion_to_matrix
+from addon.core.rotations import quaternion_to_matrix
 from addon.core.reference import ReferenceEngine
 from addon.core.shapes import cube_particles
 from tests.core.helpers import RADIUS, add_cube, axis_angle_quaternion, engine_for

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from addon.core import Material, ModelBuilder
-from addon.core.reference import quaternion_multiply
+from addon.core.rotations import quaternion_multiply
 from addon.core.shapes import cube_particles
 from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, axis_angle_quaternion, engine_for, run_for
 

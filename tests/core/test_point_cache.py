@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from addon.core import point_cache
-from addon.core.model import quaternion_to_matrix
+from addon.core.rotations import quaternion_to_matrix
 
 
 def random_bodies(count: int, seed: int = 0):

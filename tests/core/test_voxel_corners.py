@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from addon.core import Material, ModelBuilder
-from addon.core.model import quaternion_to_matrix
+from addon.core.rotations import quaternion_to_matrix
 from addon.core.shapes import cube_particles
 from addon.core.colliders import triangle_growth
 from addon.core.voxel_corners import CORNER_SOFTNESS, voxel_support
