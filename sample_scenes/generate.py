@@ -5,7 +5,7 @@ add-on's properties are registered (``addon.blender.register()``) and each objec
 and settings (``Object.prb``), the scene its simulation settings (``Scene.prb_settings``), so
 Simulate & Bake (or ``addon/cli.py``) works on the saved file at once.
 
-    PYTHONPATH=. .venv/bin/python sample_scenes/generate.py                 # all four .blend files
+    PYTHONPATH=. .venv/bin/python sample_scenes/generate.py                 # all five .blend files
     PYTHONPATH=. .venv/bin/python sample_scenes/generate.py dice --count 200 --output /tmp/dice200.blend
     blender --background --python sample_scenes/generate.py -- towers       # with a Blender install
     PYTHONPATH=. .venv/bin/python sample_scenes/generate.py large --count 100000 --output /tmp/large.blend
@@ -24,6 +24,11 @@ Scenes (all lengths in metres, Z up, 24 fps):
           radius 6 m, 3 m deep), particle radius 8 cm (set in the file).
 - ramp:   cubes of different friction on a 30 degree ramp that ends in a flight of stairs: the rough
           ones stick, the slippery ones slide off and tumble down the stairs.
+- scatter: rocks scattered by geometry nodes, never objects: the Dynamic object "Scatter" is a stack
+          of horizontal squares whose modifier distributes points on them (Distribute Points on
+          Faces, Poisson disk, so no two rocks start in contact) and puts one of three rock meshes
+          on each (Instance on Points from the collection "Rocks", random rock and rotation). Each
+          instance is a body; the block falls onto the ground into a pile. Bake To is Instances.
 - large:  N cubes (10k - 1M) in the dice pattern for benchmarks and GPUs; written only where asked
           (``--output``), never kept in the repository. ``large_model()`` builds the same layout as a
           bpy-free core ``Model`` for engine benchmarks.
@@ -49,7 +54,7 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SCENES = ("dice", "towers", "mixed", "ramp")
+SCENES = ("dice", "towers", "mixed", "ramp", "scatter")
 FPS = 24
 # Bounciness (restitution) of every object: a little bounce, about right for wooden blocks. (It was
 # chosen above 0 because e = 0, the largest dashpot damping, made landings gain energy in the engine
@@ -653,6 +658,115 @@ def build_ramp(frictions=RAMP_FRICTIONS, angle_deg: float = 30.0, ramp_length: f
                 critical_friction=critical, downhill=tuple(downhill), ramp="Ramp", stairs="Stairs")
 
 
+def rock_mesh(name, size, squash, seed, subdivisions=1):
+    """A lumpy rock: an icosphere of diameter ``size`` scaled by ``squash`` (x, y, z), each vertex
+    pushed in or out by up to 15 %."""
+    import bmesh
+
+    rng = np.random.default_rng(seed)
+
+    def build(bm):
+        bmesh.ops.create_icosphere(bm, subdivisions=subdivisions, radius=size / 2)
+        for v in bm.verts:
+            v.co = tuple(np.array(v.co[:]) * np.array(squash) * (1.0 + 0.15 * (2 * rng.random() - 1)))
+
+    return bmesh_mesh(name, build)
+
+
+def _socket(sockets, identifier):
+    """A node's socket by identifier (Random Value has one "Max" input and one "Value" output per type)."""
+    return next(s for s in sockets if s.identifier == identifier)
+
+
+def scatter_node_group(name, rocks, distance, density, seed):
+    """Distribute Points on Faces (Poisson disk: points at least ``distance`` apart) + Instance on Points
+    of a random child of ``rocks`` with a random rotation: the scatter a user builds by hand."""
+    bpy = _bpy()
+    group = bpy.data.node_groups.new(name, "GeometryNodeTree")
+    group.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
+    group.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
+    nodes, links = group.nodes, group.links
+    group_in, group_out = nodes.new("NodeGroupInput"), nodes.new("NodeGroupOutput")
+    points = nodes.new("GeometryNodeDistributePointsOnFaces")
+    points.distribute_method = "POISSON"
+    points.inputs["Distance Min"].default_value = distance
+    points.inputs["Density Max"].default_value = density
+    points.inputs["Seed"].default_value = seed
+    links.new(group_in.outputs[0], points.inputs["Mesh"])
+    rocks_info = nodes.new("GeometryNodeCollectionInfo")
+    rocks_info.inputs["Collection"].default_value = rocks
+    rocks_info.inputs["Separate Children"].default_value = True
+    rocks_info.inputs["Reset Children"].default_value = True
+    which = nodes.new("FunctionNodeRandomValue")
+    which.data_type = "INT"
+    which.inputs["Min"].default_value = 0
+    _socket(which.inputs, "Max_002").default_value = len(rocks.objects) - 1
+    _socket(which.inputs, "Seed").default_value = seed + 1
+    turn = nodes.new("FunctionNodeRandomValue")
+    turn.data_type = "FLOAT_VECTOR"
+    _socket(turn.inputs, "Max").default_value = (2 * math.pi,) * 3
+    _socket(turn.inputs, "Seed").default_value = seed + 2
+    instance = nodes.new("GeometryNodeInstanceOnPoints")
+    links.new(points.outputs["Points"], instance.inputs["Points"])
+    links.new(rocks_info.outputs[0], instance.inputs["Instance"])
+    instance.inputs["Pick Instance"].default_value = True
+    links.new(_socket(which.outputs, "Value_002"), instance.inputs["Instance Index"])
+    links.new(_socket(turn.outputs, "Value"), instance.inputs["Rotation"])
+    links.new(instance.outputs["Instances"], group_out.inputs[0])
+    return group
+
+
+def build_scatter(side: float = 6.0, layers: int = 14, layer_gap: float = 0.9, taper: float = 0.7,
+                  rock_size: float = 0.6, density: float = 10.0, frame_end: int = 120, seed: int = 20,
+                  particle_radius: float = 0.05, roundness: float = 0.0):
+    """Rocks scattered by geometry nodes on ``layers`` squares ``layer_gap`` apart from 1 m up, the lowest
+    ``side`` metres wide, each higher one narrower (the top one by ``taper``): a heap of rocks in the
+    air that falls into a pile. About ``density`` rocks per square metre, fewer where the Poisson disk
+    (distance 1.05 x the largest rock's extent) leaves no room. The rocks are instances of the objects
+    in the collection "Rocks" (excluded from the view layer, role Ignored); the Dynamic object
+    "Scatter" carries the physics settings of all of them. ``roundness`` 1 makes every rock as round
+    as the round one (fewer particles per rock for a given radius: the 100k-rock picture)."""
+    bpy = _bpy()
+    scene = reset_file()
+    rocks = bpy.data.collections.new("Rocks")
+    scene.collection.children.link(rocks)
+    shapes = (("RockRound", (1.0, 0.9, 0.8), (0.45, 0.42, 0.38)),
+              ("RockFlat", (1.0, 0.8, 0.5), (0.55, 0.5, 0.44)),
+              ("RockLong", (1.0, 0.6, 0.6), (0.36, 0.35, 0.34)))
+    extent = 0.0
+    for k, (name, squash, color) in enumerate(shapes):
+        squash = tuple(a + roundness * (r - a) for a, r in zip(squash, shapes[0][1]))
+        mesh = rock_mesh(name, rock_size, squash, seed=seed + k)
+        mesh.materials.append(material(name, color=color, roughness=0.9))
+        rock = add_object(name, mesh, location=(0.0, 0.0, -10.0), collection=rocks)
+        set_prb(rock, role="IGNORED")
+        extent = max(extent, max(v.co.length for v in mesh.vertices) * 2)
+    bpy.context.view_layer.layer_collection.children["Rocks"].exclude = True
+    verts, faces = [], []
+    for k in range(layers):
+        z = 1.0 + k * layer_gap
+        h = side / 2 * (1.0 - taper * k / max(layers - 1, 1))
+        verts += [(-h, -h, z), (h, -h, z), (h, h, z), (-h, h, z)]
+        faces.append(tuple(range(4 * k, 4 * k + 4)))
+    scatter = add_object("Scatter", mesh_from_pydata("Scatter", verts, faces))
+    modifier = scatter.modifiers.new("Scatter", "NODES")
+    modifier.node_group = scatter_node_group("Scatter Rocks", rocks, 1.05 * extent, density, seed)
+    set_prb(scatter, role="DYNAMIC", friction=0.7, bounciness=BOUNCINESS, mass_mode="DENSITY", density=2500.0)
+    add_ground(friction=0.7)
+    top = 1.0 + (layers - 1) * layer_gap
+    add_camera_and_lights((1.5 * side + 6, -2.0 * side - 8, 0.5 * top + 4), (0.0, 0.0, 0.35 * top), lens=35.0)
+    set_scene_settings(scene, frame_end=frame_end, particle_radius=particle_radius)
+    if hasattr(scene, "prb_settings"):
+        scene.prb_settings.bake_mode = "INSTANCES"
+    render_defaults(scene)
+    bpy.context.view_layer.update()
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    count = sum(1 for inst in depsgraph.object_instances
+                if inst.is_instance and inst.parent is not None and inst.parent.original.name == "Scatter")
+    return dict(scene="scatter", instancer="Scatter", rocks=[name for name, _s, _c in shapes], count=count,
+                side=side, top=top)
+
+
 def build_large(count: int = 10_000, frame_end: int = 100, column_height: int = 10):
     """The dice formation with ``count`` cubes for benchmarks (no camera-friendly framing)."""
     info = build_dice(count=count, column_height=column_height, frame_end=frame_end)
@@ -660,7 +774,8 @@ def build_large(count: int = 10_000, frame_end: int = 100, column_height: int = 
     return info
 
 
-BUILDERS = dict(dice=build_dice, towers=build_towers, mixed=build_mixed, ramp=build_ramp, large=build_large)
+BUILDERS = dict(dice=build_dice, towers=build_towers, mixed=build_mixed, ramp=build_ramp, scatter=build_scatter,
+                large=build_large)
 
 
 def save(path) -> Path:
@@ -693,7 +808,7 @@ def _args(argv):
         argv = argv[1:]
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("scenes", nargs="*", metavar="SCENE",
-                   help=f"scenes to build, of {', '.join(BUILDERS)} (default: the four sample scenes)")
+                   help=f"scenes to build, of {', '.join(BUILDERS)} (default: the five sample scenes)")
     p.add_argument("--output", help="output .blend (one scene only); default sample_scenes/<name>.blend")
     p.add_argument("--count", type=int, help="number of bodies (dice, mixed, large)")
     p.add_argument("--frames", type=int, help="last frame of the scene's frame range")

@@ -36,6 +36,7 @@ CACHE_SCENE = "prb_instances_scene"  # on the cache object: name of the scene wh
 MESHES = "prb_meshes"  # on the cache object: its meshes collection
 HIDDEN_BY = "_prb_hidden_by"  # on a dynamic object: the cache object that shows it
 VISIBILITY = "_prb_visibility"  # on a dynamic object: (hide_viewport, hide_render) before the bake
+GEOMETRY_COPY = "prb_geometry_copy"  # on a mesh the bake copied from geometry-nodes instances
 MESH_INDEX = "prb_mesh"  # point attributes read by the node group
 SCALE = "prb_scale"
 ORIGIN = "prb_origin"
@@ -188,18 +189,104 @@ class InstanceBake:
         self._unhidden = []
 
     def finish(self):
-        """Replace this scene's earlier instance bake by the new one; returns the cache object."""
+        """Replace this scene's earlier instance bake by the new one; returns the cache object.
+
+        Call it with the scene at the first bake frame: meshes made by geometry nodes are copied from
+        the instancers' evaluated instances now (``GeometrySource``)."""
         self._unhidden = []  # the earlier bake's originals are restored by its clearing below
         for old in cache_objects(self.scene):
             clear_instances(old, remove_files=cache_file(old) != self.path)
         self.writer.commit()
         self.writer = None
+        temporary = []
         try:
-            return build_cache_object(self.scene, self.sources, self.body_source, self.body_frames, self.first_points,
+            sources = resolve_sources(self.sources, temporary)
+            return build_cache_object(self.scene, sources, self.body_source, self.body_frames, self.first_points,
                                       self.stored_path, self.frame_start, self.frame_step, hide=self.hide)
         except BaseException:
             os.remove(self.path)
             raise
+        finally:
+            for obj in temporary:  # the proxies copied them; their meshes stay with the proxies
+                mesh = obj.data
+                bpy.data.objects.remove(obj)
+                if mesh.users == 0:
+                    bpy.data.meshes.remove(mesh)
+
+
+class GeometrySource:
+    """A mesh that geometry nodes made for an instancer's instances: it exists only in the evaluated
+    scene, so the bake copies it (``resolve_sources``) when it builds the cache object."""
+
+    def __init__(self, instancer: str, ordinal: int):
+        self.instancer = instancer
+        self.ordinal = ordinal
+
+    def key(self):
+        return ("geometry", self.instancer, self.ordinal)
+
+
+def body_sources(objects, links, instancer_bodies):
+    """(sources, body_source, hide) for ``InstanceBake.begin``: what each body shows and what the bake hides.
+
+    ``objects``/``links``: per body, in body order (an instancer's bodies carry the instancer as their
+    object); ``instancer_bodies``: instancers.InstancerBodies by instancer name. A body of an instancer
+    shows its instance's mesh: the instanced object (particles, collections, Collection Info) or a
+    ``GeometrySource``; every other body its own object. The bake hides the dynamic objects and instancers."""
+    sources, index_of, body_source, hide, hidden = [], {}, [], [], set()
+    for obj, link in zip(objects, links):
+        if obj.name not in hidden:
+            hidden.add(obj.name)
+            hide.append(obj)
+        instancer = getattr(link, "instancer", "")
+        if instancer:
+            mesh = instancer_bodies[instancer].meshes[link.instance_mesh]
+            if mesh.source_object:
+                key, make = ("object", mesh.source_object), (lambda name=mesh.source_object: bpy.data.objects[name])
+            else:
+                key, make = ("geometry", instancer, mesh.ordinal), (lambda m=mesh: GeometrySource(instancer, m.ordinal))
+        else:
+            key, make = ("object", obj.name), (lambda o=obj: o)
+        if key not in index_of:
+            index_of[key] = len(sources)
+            sources.append(make())
+        body_source.append(index_of[key])
+    return sources, np.array(body_source, dtype=np.int64), hide
+
+
+def resolve_sources(sources, temporary: list) -> list:
+    """Objects for ``build_cache_object``: each ``GeometrySource`` becomes an object (not in any scene,
+    appended to ``temporary``) holding a copy of its mesh, coloured as its instancer (materials reading
+    the object's colour see the instancer's colour on its instances)."""
+    from . import instancers
+
+    wanted: dict = {}
+    for source in sources:
+        if isinstance(source, GeometrySource):
+            wanted.setdefault(source.instancer, set()).add(source.ordinal)
+    if not wanted:
+        return list(sources)
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    meshes = {name: instancers.mesh_copies(depsgraph, name, ordinals) for name, ordinals in wanted.items()}
+    out = []
+    try:
+        for source in sources:
+            if not isinstance(source, GeometrySource):
+                out.append(source)
+                continue
+            mesh = meshes[source.instancer].pop(source.ordinal, None)
+            if mesh is None:
+                raise InstanceBakeError(f"{source.instancer}: its instances changed while baking; bake again")
+            mesh[GEOMETRY_COPY] = True  # Clear Bake removes it with the proxy that shows it
+            obj = bpy.data.objects.new(f"{source.instancer} {mesh.name}", mesh)
+            obj.color = bpy.data.objects[source.instancer].color
+            temporary.append(obj)
+            out.append(obj)
+    finally:
+        for left in meshes.values():  # copies no source took (only when failing)
+            for mesh in left.values():
+                bpy.data.meshes.remove(mesh)
+    return out
 
 
 def _proxy_key(obj):
@@ -390,10 +477,13 @@ def clear_instances(cache_obj, remove_files: bool = True) -> int:
     remove = [cache_obj, mesh]
     if group is not None and group.users <= 1:
         remove.append(group)
+    copies = []
     if meshes_coll is not None:
         remove.extend(meshes_coll.objects)
         remove.append(meshes_coll)
+        copies = [p.data for p in meshes_coll.objects if p.data is not None and p.data.get(GEOMETRY_COPY)]
     bpy.data.batch_remove(remove)
+    bpy.data.batch_remove([m for m in copies if m.users == 0])
     for coll in list(bpy.data.collections):
         if coll.get(CACHE_SCENE) == scene_name and not len(coll.objects) and not len(coll.children):
             bpy.data.collections.remove(coll)

@@ -3,6 +3,7 @@
 The conversion runs in four stages, each a function returning a small dataclass:
 
     gather_objects(dynamic, static)           -> GatheredObjects   roles applied, world matrices read
+    instancers.instances_as_items(gathered, depsgraph)             an instancer's instances become items
     body_geometry(gathered.dynamic, depsgraph) -> BodyGeometry      evaluated mesh of each body in its own frame
     voxelize_bodies(geometry, radius, ...)    -> BodyParticles     radius chosen and checked, particles made
     add_bodies(builder, particles)            -> list[BodyLink]    bodies in the model, and how to map them back
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import instancers
 from ..core import voxelize as vox
 from ..core.model import Material, Model, ModelBuilder
 from ..core.opencl_engine import estimate_device_memory
@@ -61,9 +63,11 @@ class SceneItem:
     """One object taking part, with what the conversion reads of it at the first frame."""
 
     name: str
-    obj: object  # the Blender object whose evaluated geometry it has
+    obj: object  # the Blender object whose evaluated geometry it has (an instance: its instancer)
     settings: ObjectSettings
     matrix_world: np.ndarray  # (4, 4)
+    instancer: str = ""  # an instance of this instancer (instancers.py), with the mesh ``instance_mesh``
+    instance_mesh: object = None  # instancers.InstanceMesh
 
 
 @dataclass
@@ -146,6 +150,8 @@ class BodyLink:
     com_local: np.ndarray  # (3,) == model.body_com_local[body_index] (world centre of mass at the first frame)
     particle_count: int = 0
     mode: str = ""  # 'filled', 'shell' or 'filled+shell'
+    instancer: str = ""  # a body of an instance of this instancer (object_name is the instancer's too) ...
+    instance_mesh: int = -1  # ... showing its mesh number instance_mesh (InstancerBodies.meshes)
 
 
 @dataclass
@@ -181,6 +187,7 @@ class ConvertedScene:
     gravity: tuple = DEFAULT_GRAVITY
     collider_meshes: list = field(default_factory=list)  # list[ColliderMesh]
     timings: dict = field(default_factory=dict)  # seconds per conversion stage
+    instancers: list = field(default_factory=list)  # list[instancers.InstancerBodies]
 
 
 # -- small pure helpers (no bpy) ------------------------------------------------------------------
@@ -408,7 +415,7 @@ def body_geometry(items, depsgraph) -> BodyGeometry:
     skipped: list[tuple[str, str]] = []
     candidates = []
     for item in items:
-        reason = _skip_reason_type(item.obj)
+        reason = None if item.instance_mesh is not None else _skip_reason_type(item.obj)
         if reason:
             skipped.append((item.name, reason))
             continue
@@ -430,11 +437,12 @@ def body_geometry(items, depsgraph) -> BodyGeometry:
         if not valid[i]:
             skipped.append((item.name, "has zero scale"))
             continue
-        key = _geometry_key(item.obj)
+        instance = item.instance_mesh
+        key = ("instance", item.instancer, instance.ordinal) if instance is not None else _geometry_key(item.obj)
         shape_key = None if key is None else key + (log_keys[i],) + rel_keys[i]
         shape = shapes.get(shape_key) if shape_key is not None else None
         if shape is None:
-            mesh = read_evaluated_mesh(item.obj, depsgraph)
+            mesh = (instance.vertices, instance.triangles) if instance is not None else read_evaluated_mesh(item.obj, depsgraph)
             if mesh is None or len(mesh[1]) == 0:
                 skipped.append((item.name, "has no faces"))
                 if shape_key is not None:
@@ -594,8 +602,10 @@ def add_bodies(builder: ModelBuilder, particles: BodyParticles) -> list:
         except ValueError as error:
             raise ConversionError(f"{group[0].item.name}: {error}") from error
         for k, body in enumerate(group):
-            links.append(BodyLink(body.item.name, int(indices[k]), body.item.matrix_world.copy(), np.zeros(3),
-                                  len(res.points), res.mode))
+            item = body.item
+            links.append(BodyLink(item.instancer or item.name, int(indices[k]), item.matrix_world.copy(), np.zeros(3),
+                                  len(res.points), res.mode, item.instancer,
+                                  item.instance_mesh.ordinal if item.instance_mesh is not None else -1))
     links.sort(key=lambda link: link.body_index)
     return links
 
@@ -695,6 +705,7 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
             moved = True
         depsgraph = context.evaluated_depsgraph_get()
         gathered = timed("gather", gather_objects, dynamic_objects, static_objects)
+        gathered, instancer_bodies = timed("instances", instancers.instances_as_items, gathered, depsgraph)
         geometry = timed("geometry", body_geometry, gathered.dynamic, depsgraph)
         particles = timed("voxelize", voxelize_bodies, geometry, radius, max_particles, device_memory)
         builder = ModelBuilder(particles.radius if particles.radius > 0 else 1.0)
@@ -718,7 +729,7 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
         skipped=gathered.skipped + geometry.skipped + colliders.skipped, particle_count=model.particle_count,
         radius_auto=radius is None, frame_start=int(frame_start), frame_step=int(frame_step),
         frame_count=int(frame_count), gravity=tuple(float(g) for g in gravity), collider_meshes=colliders.meshes,
-        timings=dict(timings, total=time.perf_counter() - t_total))
+        timings=dict(timings, total=time.perf_counter() - t_total), instancers=instancer_bodies)
 
 
 def object_particles(obj, depsgraph, radius: float, max_particles: int = MAX_PARTICLES) -> np.ndarray | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import bpy
 import numpy as np
 
-from . import bake
+from . import bake, instancers
 from ..core.opencl_engine import estimate_device_memory
 from ..core.rotations import pose_matrices
 from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_STATIC, ConversionSettings,
@@ -152,20 +152,49 @@ def pick_objects(context, selected=None):
 
 
 def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
-    """Cheap estimate for the panel: bodies, particles (from bounding boxes), memory in bytes."""
+    """Cheap estimate for the panel: bodies, particles (from bounding boxes), memory in bytes.
+
+    An instancer (instancers.py) counts as its instances, each with its mesh's bounding box."""
     radius = options.radius if options else None
-    volumes = []
+    counts, volumes = [], []
+    per_instancer = {}
+    if dynamic and any(instancers.may_instance(o) for o in dynamic):
+        per_instancer = instancers.instance_volumes(context.evaluated_depsgraph_get(), dynamic)
     for o in dynamic:
+        if o.name in per_instancer:
+            for count, volume in per_instancer[o.name]:
+                counts.append(count)
+                volumes.append(volume)
+            continue
         dims = np.asarray(o.dimensions, dtype=np.float64)
+        counts.append(1)
         volumes.append(float(np.prod(np.maximum(dims, 1e-9))))
     if not volumes:
         return dict(bodies=0, particles=0, memory=0, radius=radius)
+    counts, volumes = np.array(counts), np.array(volumes)
     if radius is None:
         # same spirit as the automatic radius: the smallest body about 3 particles across
-        radius = max(min(volumes) ** (1.0 / 3.0) / 6.0, 1e-4)
-    particles = int(sum(max(1.0, v / (2 * radius) ** 3) for v in volumes))
-    memory = int(estimate_device_memory(particles, len(volumes)))
-    return dict(bodies=len(volumes), particles=particles, memory=memory, radius=radius)
+        radius = max(volumes.min() ** (1.0 / 3.0) / 6.0, 1e-4)
+    particles = int((counts * np.maximum(1.0, volumes / (2 * radius) ** 3)).sum())
+    bodies = int(counts.sum())
+    memory = int(estimate_device_memory(particles, bodies))
+    return dict(bodies=bodies, particles=particles, memory=memory, radius=radius)
+
+
+def _refuse_instancers(context, dynamic) -> None:
+    """Keyframes need an object per body: instancers bake to instances only (why: instancers.py)."""
+    candidates = [o for o in dynamic if instancers.may_instance(o)]
+    if not candidates:
+        return
+    counts = instancers.count_instances(context.evaluated_depsgraph_get(), candidates)
+    if counts:
+        raise BakeError(_instancers_message(counts))
+
+
+def _instancers_message(counts: dict) -> str:
+    names = ", ".join(f"{name} ({count:,} instances)" for name, count in counts.items())
+    return (f"instancers bake to Instances only: {names}. Keyframes need an object per body: set Bake To: "
+            "Instances")
 
 
 def format_bytes(n: int) -> str:
@@ -243,6 +272,13 @@ class BakeJob:
                 raise BakeError(
                     f"constraints would move baked bodies off their simulated motion: {'; '.join(refused)}. "
                     "Mute or remove them (or bake to Instances, which ignores them)")
+            from .bake_instances import HIDDEN_BY
+
+            shown = sorted({o[HIDDEN_BY].name for o in self.dynamic if o.get(HIDDEN_BY) is not None})
+            if shown:
+                raise BakeError(f"the dynamic objects are shown by the instance bake {', '.join(shown)}: Clear Bake "
+                                "first to bake them to keyframes, or bake to Instances again")
+            _refuse_instancers(self.context, self.dynamic)
         device = None
         if opts.backend == "opencl":
             from ..core.device import choose_device
@@ -316,11 +352,17 @@ class BakeJob:
             self.positions = np.empty((kept, bodies, 3))
             self.orientations = np.empty((kept, bodies, 4))
             if self.instances is not None:
-                self.instances.begin(self.objects, links, self.frames_total + 1)
+                from .bake_instances import body_sources
+
+                sources, body_source, hide = body_sources(
+                    self.objects, links, {b.instancer: b for b in getattr(conv, "instancers", ())})
+                self.instances.begin(sources, links, self.frames_total + 1, body_source=body_source, hide=hide)
+            elif getattr(conv, "instancers", None):  # check() counted none: the scene changed since
+                raise BakeError(_instancers_message({b.instancer: b.count for b in conv.instancers}))
             self._frames = self.sim.frames(self.frames_total)
             self._keep(next(self._frames))
             if self.live:
-                self._saved_transforms = {o.name: _transform_values(o) for o in self.objects}
+                self._saved_transforms = {o.name: _transform_values(o) for o in self._objects_shown_live()}
             self._say(f"PRB: {bodies} bodies, {conv.particle_count:,} particles, device {self.device_name}, "
                       f"{self.sim.substeps_per_frame} substeps per frame, frames {opts.frame_start}-{opts.frame_end}"
                       + (f" step {opts.frame_step}" if opts.frame_step > 1 else ""))
@@ -363,8 +405,13 @@ class BakeJob:
         world = self.world_matrices(index, index + 1)[0]
         from mathutils import Matrix
 
-        for obj, m in zip(self.objects, world):
-            obj.matrix_world = Matrix(m.tolist())
+        for body, obj in self._objects_shown_live(indices=True):
+            obj.matrix_world = Matrix(world[body].tolist())
+
+    def _objects_shown_live(self, indices: bool = False) -> list:
+        """The bodies' own objects, which the live view moves: not instancers (their instances are bodies)."""
+        shown = [(b, o) for b, (o, link) in enumerate(zip(self.objects, self.links)) if not getattr(link, "instancer", "")]
+        return shown if indices else [o for _b, o in shown]
 
     def world_matrices(self, first: int = 0, stop: int | None = None) -> np.ndarray:
         stop = self.frames_total + 1 if stop is None else stop

@@ -5,7 +5,7 @@ import textwrap
 
 import bpy
 
-from . import bake, bake_instances, properties
+from . import bake, bake_instances, instancers, properties
 from .preferences import wrap_width
 from .job import BakeOptions, estimate, pick_objects
 
@@ -42,8 +42,8 @@ def draw_object_settings(layout, obj) -> None:
         col.prop(s, "angular_damping")
         col.prop(s, "initial_velocity")
         col.prop(s, "initial_angular_velocity")
-    if obj.type != "MESH":
-        layout.label(text="Only mesh objects can be simulated", icon="ERROR")
+    if obj.type != "MESH" and not instancers.may_instance(obj):
+        layout.label(text="Only mesh objects and instancers can be simulated", icon="ERROR")
 
 
 class PRB_PT_main(bpy.types.Panel):

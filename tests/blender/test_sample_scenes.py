@@ -113,7 +113,7 @@ def test_tower_layout_has_four_sizes():
 # -- the committed files ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["dice", "towers", "mixed", "ramp"])
+@pytest.mark.parametrize("name", ["dice", "towers", "mixed", "ramp", "scatter"])
 def test_committed_scene_is_ready_to_bake(tmp_path, name):
     path = ROOT / "sample_scenes" / f"{name}.blend"
     assert path.exists(), f"{path} missing: run sample_scenes/generate.py"
@@ -128,9 +128,11 @@ def test_committed_scene_is_ready_to_bake(tmp_path, name):
         "roles = {}\n"
         "for o in s.objects: roles.setdefault(o.prb.role, []).append(o.name)\n"
         "meshes = {o.data.name for o in s.objects if o.prb.role == 'DYNAMIC'}\n"
+        "d = bpy.context.evaluated_depsgraph_get()\n"
+        "instances = sum(1 for i in d.object_instances if i.is_instance and i.parent.original.prb.role == 'DYNAMIC')\n"
         "print('JSON' + json.dumps(dict(roles={k: len(v) for k, v in roles.items()}, meshes=len(meshes),\n"
         "      camera=s.camera is not None, fps=s.render.fps, start=s.frame_start, end=s.frame_end,\n"
-        "      statics=roles.get('STATIC', []))))\n"
+        "      statics=roles.get('STATIC', []), instances=instances, bake_mode=s.prb_settings.bake_mode)))\n"
         "a.unregister()\n")
     out = _run([script], timeout=120)
     info = json.loads(out.split("JSON", 1)[1].splitlines()[0])
@@ -143,16 +145,30 @@ def test_committed_scene_is_ready_to_bake(tmp_path, name):
         assert 200 <= info["roles"]["DYNAMIC"] <= 500 and info["meshes"] == 4 and "Bowl" in info["statics"]
     if name == "ramp":
         assert {"Ramp", "Stairs"} <= set(info["statics"])
+    if name == "scatter":  # one Dynamic object, the scatter, whose instances are the bodies
+        assert info["roles"]["DYNAMIC"] == 1 and 300 <= info["instances"] <= 600
+        assert info["bake_mode"] == "INSTANCES"
+    else:
+        assert info["instances"] == 0 and info["bake_mode"] == "KEYFRAMES"
     assert "Ground" in info["statics"] or name == "mixed"
     assert info["meshes"] <= 4, "dynamic objects share their meshes (linked duplicates)"
 
 
-@pytest.mark.parametrize("name, frames", [("dice", 4), ("mixed", 3)])
+@pytest.mark.parametrize("name, frames", [("dice", 4), ("mixed", 3), ("scatter", 3)])
 def test_committed_scene_bakes_with_the_cli(tmp_path, name, frames):
     """The saved large scenes bake as they are, for a few frames (the outcome tests bake smaller
     variants; towers.blend and ramp.blend are baked as saved there): keys on every dynamic body,
     and nothing moves faster than it could."""
     baked = tmp_path / f"{name}_baked.blend"
+    if name == "scatter":
+        _run(["addon/cli.py", "--scene", ROOT / "sample_scenes" / f"{name}.blend", "--output", baked,
+              "--frames", 1, frames, "--bake-mode", "instances"])
+        poses = instance_poses(tmp_path, baked, [1, frames])
+        assert len(poses[1]) == len(poses[frames]) >= 300
+        t = (frames - 1) / FPS
+        moved = np.linalg.norm(poses[frames][:, :3, 3] - poses[1][:, :3, 3], axis=1)
+        assert 0.0 < moved.max() <= 0.5 * 9.81 * t * t + 0.05
+        return
     _run(["addon/cli.py", "--scene", ROOT / "sample_scenes" / f"{name}.blend", "--output", baked,
           "--frames", 1, frames])
     npz = tmp_path / f"{name}.npz"
@@ -166,6 +182,33 @@ def test_committed_scene_bakes_with_the_cli(tmp_path, name, frames):
     moved = np.linalg.norm(data["matrices"][-1, :, :3, 3] - data["matrices"][0, :, :3, 3], axis=1)
     fastest = 15.0 if name == "towers" else 0.0  # the thrown cube's initial speed
     assert moved.max() <= fastest * t + 0.5 * 9.81 * t * t + 0.05
+
+
+# Opens a baked file in a process that never imports the add-on and prints the world matrices of the
+# instances of its instance bake at the given frames, in body order.
+READ_INSTANCES = """
+import json, sys
+import bpy
+bpy.ops.wm.open_mainfile(filepath=sys.argv[1], load_ui=False)
+out = {}
+for frame in map(int, sys.argv[2:]):
+    bpy.context.scene.frame_set(frame)
+    deps = bpy.context.evaluated_depsgraph_get()
+    out[frame] = [[list(r) for r in i.matrix_world] for i in deps.object_instances
+                  if i.is_instance and i.parent.original.name.startswith("PRB Instances")]
+print("JSON" + json.dumps(out))
+"""
+
+
+def instance_poses(tmp_path, baked, frames) -> dict:
+    script = tmp_path / "read_instances.py"
+    script.write_text(READ_INSTANCES)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run([sys.executable, script, baked, *map(str, frames)], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    data = json.loads(proc.stdout.split("JSON", 1)[1].splitlines()[0])
+    return {int(frame): np.array(m) for frame, m in data.items()}
 
 
 def tower_layout_sizes():
@@ -247,3 +290,24 @@ def test_ramp_separates_sticking_from_sliding_cubes(tmp_path):
     assert moved[slippery].min() > 2.0, f"slippery cubes stuck: {moved[slippery]}"
     downhill = end[slippery, 0] - start[slippery, 0]
     assert (downhill > 2.0).all(), "they went down the slope (+x)"
+
+
+def test_scattered_rocks_fall_into_a_pile(tmp_path):
+    """The scatter scene (smaller: four layers) baked to instances by the CLI: every rock of the
+    geometry-nodes scatter is a body; they fall onto the ground, none sinks into it, the heap ends lower
+    and wider than it started, and after 4 s it has settled."""
+    frames = 96
+    blend = tmp_path / "scatter.blend"
+    _run(["sample_scenes/generate.py", "scatter", "--output", blend, "--frames", frames,
+          "--param", "layers=4", "--param", "side=4.0"])
+    baked = tmp_path / "scatter_baked.blend"
+    out = _run(["addon/cli.py", "--scene", blend, "--output", baked, "--frames", 1, frames, "--bake-mode", "instances"])
+    poses = instance_poses(tmp_path, baked, [1, frames - 6, frames])
+    start, before, end = (poses[f][:, :3, 3] for f in (1, frames - 6, frames))
+    assert len(start) >= 40 and f"Baked {len(start)} bodies" in out
+    assert (end[:, 2] < start[:, 2] - 0.3).all(), "every rock fell"
+    assert end[:, 2].min() > 0.05, "none sank into the ground"
+    assert np.ptp(end[:, :2], axis=0).max() > np.ptp(start[:, :2], axis=0).max(), "the heap spread"
+    last = np.linalg.norm(end - before, axis=1)
+    assert np.quantile(last, 0.9) < 0.001 and last.max() < 0.05, "settled: in the last 1/4 s 9 rocks in 10 move " \
+                                                                 "less than 1 mm, none 5 cm"

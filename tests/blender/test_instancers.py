@@ -1,0 +1,273 @@
+"""Bodies from instancers (addon/blender/instancers.py) with the bpy module: a geometry-nodes scatter and
+a particle system become one body per instance, each distinct mesh voxelized once; the instance bake
+equals a keyframe bake of the same instances made real (Blender's Make Instances Real), frame by frame,
+played in a process without the add-on; Keyframes mode refuses an instancer before simulating;
+Clear Bake leaves the file as it was."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from mathutils import Matrix
+
+from prb_helpers import bpy, data_counts, fresh_scene, scene_snapshot
+
+from addon.blender import bake, bake_instances, convert, instancers  # noqa: E402
+from addon.blender.job import BakeError, estimate  # noqa: E402
+from test_bake_instances import keyframe_matrices, play_without_addon, run_job  # noqa: E402
+
+FRAMES = (1, 10)
+
+
+def _ground():
+    bpy.ops.mesh.primitive_plane_add(size=40.0, location=(0.0, 0.0, 0.0))
+    ground = bpy.context.object
+    ground.name = "Ground"
+    ground.prb.role = "STATIC"
+
+
+def _rocks_collection():
+    """Two rock objects in a collection excluded from the view layer (as a user keeps scatter sources)."""
+    rocks = bpy.data.collections.new("Rocks")
+    bpy.context.scene.collection.children.link(rocks)
+    made = []
+    for name, add in (("RockA", bpy.ops.mesh.primitive_ico_sphere_add), ("RockB", bpy.ops.mesh.primitive_cube_add)):
+        add(location=(0.0, 0.0, -5.0))
+        obj = bpy.context.object
+        obj.name = name
+        obj.scale = (0.3, 0.25, 0.2) if name == "RockA" else (0.25, 0.2, 0.15)
+        bpy.ops.object.transform_apply(location=False, rotation=False, scale=True)
+        for coll in obj.users_collection:
+            coll.objects.unlink(obj)
+        rocks.objects.link(obj)
+        obj.prb.role = "IGNORED"
+        material = bpy.data.materials.new(f"{name}Stone")
+        obj.data.materials.append(material)
+        made.append(obj)
+    bpy.context.view_layer.layer_collection.children["Rocks"].exclude = True
+    return rocks
+
+
+def _socket(sockets, identifier):
+    """A node's socket by identifier (Random Value has one "Max" input and one "Value" output per type)."""
+    return next(s for s in sockets if s.identifier == identifier)
+
+
+def scatter_scene(path, scale=0.8):
+    """A geometry-nodes scatter on a plane 2 m up: Distribute Points on Faces (Poisson disk, 1.3 m) +
+    Instance on Points of a random rock of the collection "Rocks" (object instances) with a random
+    rotation and ``scale``, joined with cubes made by a Cube node (geometry instances) 1.5 m higher."""
+    fresh_scene(*FRAMES)
+    rocks = _rocks_collection()
+    bpy.ops.mesh.primitive_plane_add(size=6.0, location=(0.0, 0.0, 2.0))
+    scatter = bpy.context.object
+    scatter.name = "Scatter"
+    group = bpy.data.node_groups.new("Scatter", "GeometryNodeTree")
+    group.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
+    group.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
+    nodes, links = group.nodes, group.links
+    group_in, group_out = nodes.new("NodeGroupInput"), nodes.new("NodeGroupOutput")
+    points = nodes.new("GeometryNodeDistributePointsOnFaces")
+    points.distribute_method = "POISSON"
+    points.inputs["Distance Min"].default_value = 1.3
+    points.inputs["Density Max"].default_value = 3.0
+    links.new(group_in.outputs[0], points.inputs["Mesh"])
+    info = nodes.new("GeometryNodeCollectionInfo")
+    info.inputs["Collection"].default_value = rocks
+    info.inputs["Separate Children"].default_value = True
+    info.inputs["Reset Children"].default_value = True
+    which = nodes.new("FunctionNodeRandomValue")
+    which.data_type = "INT"
+    _socket(which.inputs, "Max_002").default_value = 1
+    turn = nodes.new("FunctionNodeRandomValue")
+    turn.data_type = "FLOAT_VECTOR"
+    _socket(turn.inputs, "Max").default_value = (2 * math.pi,) * 3
+    rocks_on_points = nodes.new("GeometryNodeInstanceOnPoints")
+    links.new(points.outputs["Points"], rocks_on_points.inputs["Points"])
+    links.new(info.outputs[0], rocks_on_points.inputs["Instance"])
+    rocks_on_points.inputs["Pick Instance"].default_value = True
+    links.new(_socket(which.outputs, "Value_002"), rocks_on_points.inputs["Instance Index"])
+    links.new(_socket(turn.outputs, "Value"), rocks_on_points.inputs["Rotation"])
+    rocks_on_points.inputs["Scale"].default_value = (scale,) * 3
+    cube = nodes.new("GeometryNodeMeshCube")
+    cube.inputs["Size"].default_value = (0.4, 0.4, 0.4)
+    cubes_on_points = nodes.new("GeometryNodeInstanceOnPoints")
+    links.new(points.outputs["Points"], cubes_on_points.inputs["Points"])
+    links.new(cube.outputs[0], cubes_on_points.inputs["Instance"])
+    links.new(_socket(turn.outputs, "Value"), cubes_on_points.inputs["Rotation"])
+    lift = nodes.new("GeometryNodeTranslateInstances")
+    lift.inputs["Translation"].default_value = (0.0, 0.0, 1.5)
+    links.new(cubes_on_points.outputs[0], lift.inputs["Instances"])
+    join = nodes.new("GeometryNodeJoinGeometry")
+    links.new(lift.outputs[0], join.inputs[0])
+    links.new(rocks_on_points.outputs[0], join.inputs[0])
+    links.new(join.outputs[0], group_out.inputs[0])
+    scatter.modifiers.new("Scatter", "NODES").node_group = group
+    scatter.prb.role = "DYNAMIC"
+    scatter.prb.initial_angular_velocity = (0.0, 0.0, 2.0)
+    _ground()
+    scene = bpy.context.scene
+    scene.prb_settings.radius_mode, scene.prb_settings.particle_radius = "MANUAL", 0.04
+    bpy.ops.object.select_all(action="DESELECT")
+    bpy.context.view_layer.update()
+    bpy.ops.wm.save_as_mainfile(filepath=str(path))
+    return scatter
+
+
+def instance_matrices(name: str) -> np.ndarray:
+    deps = bpy.context.evaluated_depsgraph_get()
+    return np.array([np.array(inst.matrix_world) for inst in deps.object_instances
+                     if inst.is_instance and inst.parent.original.name == name])
+
+
+@pytest.fixture
+def blend(tmp_path):
+    return tmp_path / "scatter.blend"
+
+
+def test_a_scatter_bakes_like_its_instances_made_real(registered, blend):
+    scatter = scatter_scene(blend)
+    start = instance_matrices("Scatter")
+    count = len(start)
+    assert count >= 12 and count % 2 == 0  # a rock and a cube on every point
+    assert estimate(bpy.context, [scatter])["bodies"] == count
+
+    job, result = run_job(bake_mode="INSTANCES")
+    assert result.bodies == count and len(job.links) == count
+    assert {link.object_name for link in job.links} == {"Scatter"}
+    np.testing.assert_allclose(sorted(np.array([link.matrix_world for link in job.links])[:, :3, 3].tolist()),
+                               sorted(start[:, :3, 3].tolist()), atol=1e-6)
+    assert scatter.hide_viewport and scatter.hide_render
+    cache = bpy.data.objects[result.cache_object]
+    # one proxy per distinct mesh: RockA, RockB and the Cube node's mesh, with their materials
+    proxies = cache[bake_instances.MESHES].objects
+    assert len(proxies) == 3
+    assert sorted(m.name for p in proxies for m in p.data.materials if m) == ["RockAStone", "RockBStone"]
+    assert not [o for o in bpy.data.objects if o.name.startswith("Scatter ")]  # no temporary object left
+    bpy.ops.wm.save_mainfile()
+    played = play_without_addon(blend)
+    assert bpy.ops.prb.clear_bake() == {"FINISHED"}
+
+    # the same instances as objects, baked to keyframes: one object per instance with its world matrix and
+    # mesh (Blender's Make Instances Real does this for object instances only: a geometry instance made
+    # real is a copy of the scatter object itself)
+    deps = bpy.context.evaluated_depsgraph_get()
+    (found,) = instancers.gather(deps, [scatter])
+    made = instancers.mesh_copies(deps, "Scatter", [m.ordinal for m in found.meshes if not m.source_object])
+    meshes = [bpy.data.objects[m.source_object].data if m.source_object else made[m.ordinal] for m in found.meshes]
+    for k in range(found.count):
+        obj = bpy.data.objects.new(f"Real{k:03d}", meshes[found.mesh_index[k]])
+        bpy.context.scene.collection.objects.link(obj)
+        obj.matrix_world = Matrix(found.matrices[k].tolist())
+        obj.prb.role = "DYNAMIC"
+        obj.prb.initial_angular_velocity = (0.0, 0.0, 2.0)
+    scatter.prb.role = "IGNORED"
+    scatter.hide_viewport = True
+    bpy.context.view_layer.update()
+    keyed_job, _ = run_job()
+    keys = keyframe_matrices(keyed_job)
+    # bodies of both bakes matched by where they start
+    first = np.array([m for _n, m in played[f"{float(FRAMES[0])}"]])
+    order = [int(np.argmin(np.linalg.norm(keys[FRAMES[0]][:, :3, 3] - m[:3, 3], axis=1))) for m in first]
+    assert sorted(order) == list(range(count))
+    for frame in range(FRAMES[0], FRAMES[1] + 1):
+        got = np.array([m for _n, m in played[f"{float(frame)}"]])
+        np.testing.assert_allclose(got, keys[frame][order], atol=2e-5, err_msg=f"frame {frame}")
+    moved = np.linalg.norm(got[:, :3, 3] - first[:, :3, 3], axis=1)
+    assert moved.min() > 0.3  # they fell
+
+
+def test_each_distinct_mesh_is_voxelized_once(registered, blend, monkeypatch):
+    scatter_scene(blend)
+    calls = []
+    real = convert.vox.voxelize
+
+    def counted(vertices, *args, **kw):
+        calls.append(len(vertices))
+        return real(vertices, *args, **kw)
+
+    monkeypatch.setattr(convert.vox, "voxelize", counted)
+    job, result = run_job(bake_mode="INSTANCES")
+    assert result.bodies >= 12 and len(calls) == 3  # RockA, RockB, the Cube node's cube
+
+
+def test_particle_system_instances_are_bodies_with_their_scale(registered, blend):
+    fresh_scene(*FRAMES)
+    bpy.ops.mesh.primitive_cube_add(size=1.0, location=(0.0, 0.0, -5.0))
+    pebble = bpy.context.object
+    pebble.name = "Pebble"
+    pebble.prb.role = "IGNORED"
+    bpy.ops.mesh.primitive_plane_add(size=4.0, location=(0.0, 0.0, 1.5))
+    emitter = bpy.context.object
+    emitter.name = "Emitter"
+    emitter.modifiers.new("Particles", "PARTICLE_SYSTEM")
+    settings = emitter.particle_systems[0].settings
+    settings.count, settings.frame_start, settings.frame_end = 6, 1, 1
+    settings.physics_type = "NO"
+    settings.render_type = "OBJECT"
+    settings.instance_object = pebble
+    settings.particle_size = 0.4
+    settings.use_rotation_instance = True
+    emitter.prb.role = "DYNAMIC"
+    _ground()
+    bpy.ops.object.select_all(action="DESELECT")
+    bpy.context.scene.frame_set(FRAMES[0])
+    bpy.ops.wm.save_as_mainfile(filepath=str(blend))
+    start = instance_matrices("Emitter")
+    assert len(start) == 6
+    np.testing.assert_allclose(np.linalg.norm(start[:, :3, :3], axis=1), 0.4, atol=1e-5)  # the particles' size
+
+    job, result = run_job(bake_mode="INSTANCES")
+    assert result.bodies == 6
+    assert all(link.particle_count >= 27 for link in job.links)  # 0.4 m cubes, 0.08 m particles: the scaled size
+    bpy.ops.wm.save_mainfile()
+    played = play_without_addon(blend)
+    first = np.array([m for _n, m in played[f"{float(FRAMES[0])}"]])
+    assert {name for name, _m in played[f"{float(FRAMES[0])}"]} == {pebble.data.name}
+    np.testing.assert_allclose(sorted(first[:, :3, 3].tolist()), sorted(start[:, :3, 3].tolist()), atol=2e-5)
+    np.testing.assert_allclose(np.linalg.norm(first[:, :3, :3], axis=1), 0.4, atol=2e-5)
+    last = np.array([m for _n, m in played[f"{float(FRAMES[1])}"]])
+    assert (last[:, 2, 3] < first[:, 2, 3] - 0.3).all()
+
+
+def test_keyframes_refuse_an_instancer_before_simulating(registered, blend, monkeypatch):
+    scatter_scene(blend)
+    count = len(instance_matrices("Scatter"))
+
+    def no_simulation(*_args, **_kw):
+        raise AssertionError("converted before the instancer was refused")
+
+    monkeypatch.setattr(convert, "convert_scene", no_simulation)
+    before = scene_snapshot()
+    with pytest.raises(BakeError, match=rf"instancers bake to Instances only: Scatter \({count:,} instances\)\. "
+                                        r"Keyframes need an object per body: set Bake To: Instances$"):
+        run_job(bake_mode="KEYFRAMES")
+    assert scene_snapshot() == before
+
+
+def test_clear_bake_of_a_scatter_leaves_the_file_as_it_was(registered, blend):
+    scatter = scatter_scene(blend)
+    bpy.context.scene.prb_settings.bake_mode = "INSTANCES"
+    before, counts = scene_snapshot(), data_counts()
+    meshes = sorted(m.name for m in bpy.data.meshes)
+    assert bpy.ops.prb.simulate_bake() == {"FINISHED"}
+    assert scatter.hide_viewport and not instance_matrices("Scatter").size
+    assert bpy.ops.prb.simulate_bake() == {"FINISHED"}  # a re-bake reads the hidden scatter again
+    assert len(bake_instances.cache_objects(bpy.context.scene)) == 1
+    assert bpy.ops.prb.clear_bake() == {"FINISHED"}
+    assert scene_snapshot() == before and data_counts() == counts
+    assert sorted(m.name for m in bpy.data.meshes) == meshes
+    assert not scatter.hide_viewport and len(instance_matrices("Scatter")) >= 12
+    assert not any(bake.has_bake(o) for o in bpy.data.objects)
+
+
+def test_gather_reads_each_mesh_once_and_every_matrix(registered, blend):
+    scatter = scatter_scene(blend)
+    deps = bpy.context.evaluated_depsgraph_get()
+    (bodies,) = instancers.gather(deps, [scatter])
+    assert bodies.instancer == "Scatter" and bodies.count == len(instance_matrices("Scatter"))
+    assert sorted(m.source_object for m in bodies.meshes) == ["", "RockA", "RockB"]
+    assert sorted(np.bincount(bodies.mesh_index).tolist())[-1] == bodies.count // 2  # a cube on every point
+    np.testing.assert_allclose(bodies.matrices, instance_matrices("Scatter"), atol=0)
+    assert instancers.count_instances(deps, [scatter]) == {"Scatter": bodies.count}
