@@ -137,7 +137,6 @@ class InstanceBake:
         self.sources = []
         self.body_source = None
         self.hide = []
-        self._points = None
         self.first_points = None
         self._unhidden = []
 
@@ -168,15 +167,17 @@ class InstanceBake:
             np.array([link.com_local for link in links]),
             np.array([np.asarray(link.matrix_world, dtype=np.float64) for link in links]))
         points = self.body_frames.body_count * point_cache.POINTS_PER_BODY
-        self._points = np.empty((points, 3), dtype=np.float32)
-        self.writer = point_cache.PointCacheWriter(self.path, points, samples, start_frame=self.frame_start,
-                                                   sample_rate=self.frame_step)
+        writer = point_cache.PointCacheWriter(self.path, points, samples, start_frame=self.frame_start,
+                                             sample_rate=self.frame_step)
+        # the points of a frame are made and written on a worker thread while the engine steps the next
+        # frame (H100, 100k bodies: the loop waits 1.6 % of the simulation's time for it instead of
+        # spending 32 % writing inline; bench/results/instances_gpu_h100.json)
+        self.writer = point_cache.BackgroundCacheWriter(self.body_frames, writer)
 
     def write(self, positions, orientations) -> None:
-        points = self.body_frames.points(positions, orientations, out=self._points)
-        if self.first_points is None:
-            self.first_points = points.copy()
-        self.writer.write(points)
+        if self.first_points is None:  # the cache object's rest positions
+            self.first_points = self.body_frames.points(positions, orientations)
+        self.writer.submit(positions, orientations)
 
     def cancel(self) -> None:
         if self.writer is not None:

@@ -48,6 +48,14 @@ MIN_PARTICLES = 8  # fewer particles cannot make a body that rotates and rests b
 FLAT_RATIO = 1e-3  # an extent below this fraction of the largest one counts as flat
 ZERO_SCALE = 1e-9  # relative singular value of matrix_world below which an object has zero scale
 SHAPE_KEY_DIGITS = 5  # scale/shear of linked duplicates equal to this many decimals share one voxelization
+# Instances of one mesh whose sizes agree within 1 % (and proportions within about 0.5 %) share one
+# voxelization, made at the size of the first of them: a scatter with random scales would otherwise
+# voxelize every instance (1.8 ms each, 3 minutes for 100k). Each body's particles still follow its own
+# scale (placed through M S^-1, which stretches them by at most 1 %) and its mass its own volume; the
+# collision surface moves by at most 0.5 % of the body's size, a few millimetres on a 60 cm rock, far
+# below a particle radius.
+INSTANCE_SIZE_STEP = 0.01  # in ln(size)
+INSTANCE_SHAPE_DIGITS = 2
 MAX_PARTICLES = ConversionSettings.max_particles
 DEFAULT_GRAVITY = SimulationSettings.gravity
 
@@ -431,6 +439,12 @@ def body_geometry(items, depsgraph) -> BodyGeometry:
     safe2 = np.where(valid, size2, 1.0)
     rel_keys = [tuple(r) for r in (np.round(gram / safe2[:, None, None], SHAPE_KEY_DIGITS) + 0.0).reshape(-1, 9).tolist()]
     log_keys = (np.round(0.5 * np.log(safe2), SHAPE_KEY_DIGITS) + 0.0).tolist()
+    instance = np.array([item.instance_mesh is not None for item in candidates], dtype=bool)
+    if instance.any():  # coarser keys for instances (INSTANCE_SIZE_STEP)
+        coarse_rel = (np.round(gram / safe2[:, None, None], INSTANCE_SHAPE_DIGITS) + 0.0).reshape(-1, 9).tolist()
+        coarse_log = np.round(0.5 * np.log(safe2) / INSTANCE_SIZE_STEP).astype(np.int64).tolist()
+        for i in np.nonzero(instance)[0]:
+            rel_keys[i], log_keys[i] = tuple(coarse_rel[i]), coarse_log[i]
     shapes: dict = {}  # shape key -> Shape, or the reason the geometry cannot be a body
     bodies = []
     for i, item in enumerate(candidates):
@@ -567,14 +581,18 @@ def add_bodies(builder: ModelBuilder, particles: BodyParticles) -> list:
     for group in groups.values():
         shape = group[0].shape
         res = shape.result
-        # R = M S^-1 with the shape's S (equal within float32 noise for every member of the group)
+        # R = M S^-1 with the shape's S (equal within float32 noise for every member of the group;
+        # instances sharing a shape differ by up to INSTANCE_SIZE_STEP: then M S^-1 also stretches)
         m4s = np.array([body.item.matrix_world for body in group])
         rot = m4s[:, :3, :3] @ shape.inv_stretch
         trans = m4s[:, :3, 3]
         points = np.einsum("kij,nj->kni", rot, res.points) + trans[:, None, :]
+        instances = group[0].item.instance_mesh is not None
         masses = np.empty(len(group))
         for k, body in enumerate(group):
             masses[k] = _body_mass(body.item.settings, shape, res, d)
+            if instances and body.item.settings.mass_mode != "MASS":  # its own volume
+                masses[k] *= abs(np.linalg.det(rot[k]))
             if not (masses[k] > 0 and math.isfinite(masses[k])):
                 raise ConversionError(f"{body.item.name}: mass must be positive (got {masses[k]:g} kg)")
         mats = []
@@ -594,6 +612,8 @@ def add_bodies(builder: ModelBuilder, particles: BodyParticles) -> list:
             # the ground with their corners (core.voxel_corners). A mirrored object's R is a
             # reflection; flipping one axis gives a rotation with the same (unsigned) axes.
             lattice = rot.copy()
+            if instances:  # the rotation of R D (D: the stretch of a shared shape), columns made unit
+                lattice /= np.linalg.norm(lattice, axis=1, keepdims=True)
             lattice[np.linalg.det(lattice) < 0, :, 0] *= -1.0
             indices = list(builder.add_bodies(points, masses=masses, velocities=velocities,
                                               angular_velocities=spins, materials=mats,

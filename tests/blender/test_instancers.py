@@ -271,3 +271,66 @@ def test_gather_reads_each_mesh_once_and_every_matrix(registered, blend):
     assert sorted(np.bincount(bodies.mesh_index).tolist())[-1] == bodies.count // 2  # a cube on every point
     np.testing.assert_allclose(bodies.matrices, instance_matrices("Scatter"), atol=0)
     assert instancers.count_instances(deps, [scatter]) == {"Scatter": bodies.count}
+
+
+def test_instances_of_random_size_share_voxelizations_by_size_and_keep_their_own_size(registered, monkeypatch):
+    """About 200 cubes of sizes 0.9-1.1 (Random Value into Instance on Points' Scale): voxelized once per 1 % of
+    size (convert.INSTANCE_SIZE_STEP), not once per instance; each body still has its own size (its
+    particles span its own cube) and its own mass (density x its own volume)."""
+    fresh_scene(1, 2)
+    bpy.ops.mesh.primitive_plane_add(size=12.0, location=(0.0, 0.0, 2.0))
+    scatter = bpy.context.object
+    scatter.name = "Scatter"
+    group = bpy.data.node_groups.new("Sizes", "GeometryNodeTree")
+    group.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
+    group.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
+    nodes, links = group.nodes, group.links
+    group_in, group_out = nodes.new("NodeGroupInput"), nodes.new("NodeGroupOutput")
+    points = nodes.new("GeometryNodeDistributePointsOnFaces")
+    points.distribute_method = "POISSON"
+    points.inputs["Distance Min"].default_value = 0.55
+    points.inputs["Density Max"].default_value = 4.0
+    links.new(group_in.outputs[0], points.inputs["Mesh"])
+    cube = nodes.new("GeometryNodeMeshCube")
+    cube.inputs["Size"].default_value = (0.4, 0.4, 0.4)
+    size = nodes.new("FunctionNodeRandomValue")
+    size.data_type = "FLOAT"
+    _socket(size.inputs, "Min_001").default_value = 0.9
+    _socket(size.inputs, "Max_001").default_value = 1.1
+    on_points = nodes.new("GeometryNodeInstanceOnPoints")
+    links.new(points.outputs["Points"], on_points.inputs["Points"])
+    links.new(cube.outputs[0], on_points.inputs["Instance"])
+    links.new(_socket(size.outputs, "Value_001"), on_points.inputs["Scale"])
+    links.new(on_points.outputs[0], group_out.inputs[0])
+    scatter.modifiers.new("Sizes", "NODES").node_group = group
+    scatter.prb.role = "DYNAMIC"
+    scatter.prb.density = 1000.0
+    start = instance_matrices("Scatter")
+    sizes = np.linalg.norm(start[:, :3, :3], axis=1)[:, 0]
+    assert len(start) >= 150 and sizes.min() < 0.92 and sizes.max() > 1.08
+    calls = []
+    real = convert.vox.voxelize
+
+    def counted(vertices, *args, **kw):
+        calls.append(len(vertices))
+        return real(vertices, *args, **kw)
+
+    monkeypatch.setattr(convert.vox, "voxelize", counted)
+    converted = convert.convert_scene(bpy.context, [scatter], [], radius=0.04, frame_start=1, frame_end=1)
+    model = converted.model
+    assert model.body_count == len(start)
+    bins = int(np.ceil(np.log(sizes.max() / sizes.min()) / convert.INSTANCE_SIZE_STEP)) + 1
+    assert len(calls) <= bins <= 22, (len(calls), bins)
+    spans = []
+    for link in converted.bodies:
+        s = sizes[np.argmin(np.linalg.norm(start[:, :3, 3] - link.matrix_world[:3, 3], axis=1))]
+        b = link.body_index
+        np.testing.assert_allclose(model.body_mass[b], 1000.0 * (0.4 * s) ** 3, rtol=1e-5)  # its own volume
+        world = model.particle_offset[model.particle_body == b] + model.body_position[b]
+        extent = np.ptp(world @ link.matrix_world[:3, :3] / s, axis=0)  # in the cube's own axes
+        np.testing.assert_allclose(extent, extent[0], rtol=1e-6)  # a cube
+        assert abs(extent[0] - (0.4 * s - 0.08)) < 0.1  # about its size: the edge less a particle diameter
+        spans.append(round(float(extent[0] / s), 6))
+    # the particles of a shared voxelization are stretched to each body's own size: their span over
+    # the size is the same for every body sharing one (not the same span for different sizes)
+    assert len(set(spans)) <= len(calls)
