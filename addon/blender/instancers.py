@@ -11,14 +11,19 @@ the instances are scattered on, a particle emitter) takes no part. Instances tha
 Blender's own tools do the work: ``depsgraph.object_instances`` lists the evaluated instances
 (``is_instance``, ``parent``, ``object``, ``matrix_world``) however they were made, nested ones
 flattened. Instances sharing one geometry share one evaluated mesh (the same pointer within one
-evaluation), so each distinct mesh is read, and voxelized, once.
+evaluation), so each distinct mesh is read once, and voxelized once per size.
+
+Instances of one mesh share a voxelization when their sizes agree within 1 % (see
+convert.INSTANCE_SIZE_STEP), so a scatter with random scales is voxelized a few dozen times, not once
+per instance.
 
 Bake modes: an instancer bakes to instances (one object shows every body, bake_instances.py), the
-natural route for a scatter of thousands. Keyframes need one object per body: those would have to
-be created first, which is what Blender's Object > Apply > Make Instances Real does, with the
-user's choice of collections and names; the bake refuses an instancer in Keyframes mode with that
-advice before simulating, rather than creating objects behind the user's back (and up to 1M of
-them, past the ~10k where Blender itself slows down).
+natural route for a scatter of thousands. Keyframes need one object per body, which would have to be
+created first: Blender's Object > Apply > Make Instances Real does that for instances of objects
+(with the user's choice of collections and names; a geometry-nodes mesh instance made real is a copy
+of the instancer). The bake refuses an instancer in Keyframes mode before simulating rather than
+create objects behind the user's back, up to 1M of them, past the ~10k where Blender itself slows
+down: the point of a scatter is not to have them.
 """
 from __future__ import annotations
 
