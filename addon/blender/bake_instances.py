@@ -537,14 +537,18 @@ def unregister():
 # --------------------------------------------------------------------------------------------------
 # user interface pieces (the panels and Clear Bake call these)
 
-def draw_bake_to(layout, scene, bodies: int) -> None:
-    """The Bake To choice, the cache folder, the suggestion above ~10k bodies and missing caches."""
+def draw_bake_to(layout, scene, bodies: int, instancers: dict | None = None) -> None:
+    """The Bake To choice, the cache folder, the suggestion above ~10k bodies, instancers that need
+    Instances (``instancers``: name -> instances) and missing caches."""
     s = scene.prb_settings
     layout.prop(s, "bake_mode", expand=True)
     if s.bake_mode == "INSTANCES":
         layout.prop(s, "cache_folder")
-    elif bodies > SUGGEST_INSTANCES_ABOVE:
-        layout.label(text=f"{bodies:,} bodies: Bake To Instances is lighter", icon="INFO")
+    else:
+        for name, count in (instancers or {}).items():
+            layout.label(text=f"{name}: {count:,} instances bake to Instances only", icon="ERROR")
+        if bodies > SUGGEST_INSTANCES_ABOVE and not instancers:
+            layout.label(text=f"{bodies:,} bodies: Bake To Instances is lighter", icon="INFO")
     for name, _path in _missing_at_load:
         layout.label(text=f"{name}: cache file missing, bake again", icon="ERROR")
 

@@ -170,7 +170,7 @@ def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
         counts.append(1)
         volumes.append(float(np.prod(np.maximum(dims, 1e-9))))
     if not volumes:
-        return dict(bodies=0, particles=0, memory=0, radius=radius)
+        return dict(bodies=0, particles=0, memory=0, radius=radius, instancers={})
     counts, volumes = np.array(counts), np.array(volumes)
     if radius is None:
         # same spirit as the automatic radius: the smallest body about 3 particles across
@@ -178,7 +178,8 @@ def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
     particles = int((counts * np.maximum(1.0, volumes / (2 * radius) ** 3)).sum())
     bodies = int(counts.sum())
     memory = int(estimate_device_memory(particles, bodies))
-    return dict(bodies=bodies, particles=particles, memory=memory, radius=radius)
+    return dict(bodies=bodies, particles=particles, memory=memory, radius=radius,
+                instancers={name: sum(count for count, _v in entries) for name, entries in per_instancer.items()})
 
 
 def _refuse_instancers(context, dynamic) -> None:

@@ -82,7 +82,7 @@ class PRB_PT_main(bpy.types.Panel):
                 col.label(text=line)
         else:
             col.label(text=f"Device: {properties.device_label(scene.prb_settings.device)}", icon="DESKTOP")
-        bake_instances.draw_bake_to(layout.column(), scene, est["bodies"])
+        bake_instances.draw_bake_to(layout.column(), scene, est["bodies"], est.get("instancers"))
         baked = sum(1 for o in scene.objects if bake.has_bake(o))
         if baked:
             col.label(text=f"{baked} object{'s' if baked != 1 else ''} baked", icon="KEYFRAME")

@@ -334,3 +334,35 @@ def test_instances_of_random_size_share_voxelizations_by_size_and_keep_their_own
     # the particles of a shared voxelization are stretched to each body's own size: their span over
     # the size is the same for every body sharing one (not the same span for different sizes)
     assert len(set(spans)) <= len(calls)
+
+
+class _Layout:
+    """Records the labels a panel's draw() makes, without a window."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def __getattr__(self, name):
+        return lambda *a, **k: self
+
+    def label(self, text="", **_kw):
+        self.out.append(text)
+
+
+def _sidebar_labels() -> list:
+    out = []
+    main = bpy.types.Panel.bl_rna_get_subclass_py("PRB_PT_main")
+    main.draw(type("Self", (), {"layout": _Layout(out)})(), bpy.context)
+    return out
+
+
+def test_the_sidebar_counts_instances_and_says_a_scatter_needs_instances(registered, blend):
+    scatter_scene(blend)
+    count = len(instance_matrices("Scatter"))
+    settings = bpy.context.scene.prb_settings
+    settings.bake_mode = "KEYFRAMES"
+    labels = _sidebar_labels()
+    assert any(text.startswith(f"{count} bodies, 1 colliders") for text in labels), labels
+    assert f"Scatter: {count:,} instances bake to Instances only" in labels
+    settings.bake_mode = "INSTANCES"
+    assert not any("bake to Instances only" in text for text in _sidebar_labels())
