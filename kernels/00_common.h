@@ -148,20 +148,16 @@ typedef struct {
     float radius;
 } ContactConstants;
 
-// One contact seen from particle i. n points from i towards the other side, arm from i's centre to
-// the contact point (halfway to the other centre between particles; voxel_support against colliders).
-// Adds to force/torque
-// and records the friction spring in the next free slot. Mirrors ReferenceEngine._contact.
-// Slot s of the friction history is at old_xi[s * stride] (see particle_contacts for the layouts).
-inline void add_contact(
-    ContactConstants cc, int key, float3 n, float3 arm, float overlap,
+// The contact law for one contact seen from particle i: n points from i towards the other side,
+// arm from i's centre to the contact point, xi the friction spring carried over (already in the
+// tangent plane or zero). Returns the force on i, adds the rolling couple to *couple and leaves the
+// new spring in *xi. Mirrors ReferenceEngine._contact_law.
+inline float3 contact_law(
+    ContactConstants cc, float3 n, float3 arm, float overlap,
     float3 vel_i, float3 omega_i, float3 vel_j, float3 omega_j,
     float2 mass_i, float2 mass_j, int mat_i, int mat_j,
     __global const float *pair_damping_ratio, __global const float *pair_friction,
-    __global const float *pair_rolling,
-    const int *old_key, __global const float4 *old_xi, const int stride,
-    __global int *new_key, __global float4 *new_xi, int *slots_used,
-    float3 *force, float3 *torque)
+    __global const float *pair_rolling, float3 *xi, float3 *couple)
 {
     float m_eff = pair_mass(mass_i.x, mass_j.x);
     float zeta = pair_damping_ratio[mat_i * MATERIAL_COUNT + mat_j];
@@ -179,6 +175,38 @@ inline void add_contact(
     float vn = dot(v_rel, n);
     float fn = fmax(cc.stiffness * overlap + damping * vn, 0.0f);
     float3 v_t = v_rel - vn * n;
+    *xi += v_t * cc.substep;
+    float3 f_t = -cc.tangential_stiffness * *xi - damping_t * v_t;
+    float limit = pair_friction[mat_i * MATERIAL_COUNT + mat_j] * fn;
+    float ft_norm = length(f_t);
+    if (ft_norm > limit) {
+        f_t = (ft_norm > 0.0f) ? f_t * (limit / ft_norm) : (float3)(0.0f);
+        *xi = -(f_t + damping_t * v_t) / cc.tangential_stiffness;
+    }
+    // rolling resistance: a couple against the relative rolling, pure torque (momentum conserved)
+    float3 w_rel = omega_i - omega_j;
+    float3 w_roll = w_rel - dot(w_rel, n) * n;
+    float w_roll_norm = length(w_roll);
+    if (w_roll_norm > 0.0f) {
+        float rolling = pair_rolling[mat_i * MATERIAL_COUNT + mat_j] * cc.radius * fn;
+        *couple -= rolling * w_roll / fmax(w_roll_norm, ROLLING_REGULARIZATION);
+    }
+    return -fn * n + f_t;
+}
+
+// One contact seen from particle i (see contact_law). Adds to force/torque (about i's centre)
+// and records the friction spring in the next free slot. Mirrors ReferenceEngine._contact.
+// Slot s of the friction history is at old_xi[s * stride] (see particle_contacts for the layouts).
+inline void add_contact(
+    ContactConstants cc, int key, float3 n, float3 arm, float overlap,
+    float3 vel_i, float3 omega_i, float3 vel_j, float3 omega_j,
+    float2 mass_i, float2 mass_j, int mat_i, int mat_j,
+    __global const float *pair_damping_ratio, __global const float *pair_friction,
+    __global const float *pair_rolling,
+    const int *old_key, __global const float4 *old_xi, const int stride,
+    __global int *new_key, __global float4 *new_xi, int *slots_used,
+    float3 *force, float3 *torque)
+{
     float3 xi = (float3)(0.0f);
     for (int s = 0; s < FRICTION_SLOTS; ++s) {
         if (old_key[s] == EMPTY_SLOT) break;
@@ -188,27 +216,15 @@ inline void add_contact(
             break;
         }
     }
-    xi += v_t * cc.substep;
-    float3 f_t = -cc.tangential_stiffness * xi - damping_t * v_t;
-    float limit = pair_friction[mat_i * MATERIAL_COUNT + mat_j] * fn;
-    float ft_norm = length(f_t);
-    if (ft_norm > limit) {
-        f_t = (ft_norm > 0.0f) ? f_t * (limit / ft_norm) : (float3)(0.0f);
-        xi = -(f_t + damping_t * v_t) / cc.tangential_stiffness;
-    }
+    float3 couple = (float3)(0.0f);
+    float3 f = contact_law(cc, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mass_i, mass_j, mat_i, mat_j,
+                           pair_damping_ratio, pair_friction, pair_rolling, &xi, &couple);
     if (*slots_used < FRICTION_SLOTS) {
         new_key[*slots_used * stride] = key;
         new_xi[*slots_used * stride] = (float4)(xi, 0.0f);
         *slots_used += 1;
     }
-    *force += -fn * n + f_t;
-    *torque += cross(arm, -fn * n + f_t);  // the normal force's couple is zero for arm || n
-    // rolling resistance: a couple against the relative rolling, pure torque (momentum conserved)
-    float3 w_rel = omega_i - omega_j;
-    float3 w_roll = w_rel - dot(w_rel, n) * n;
-    float w_roll_norm = length(w_roll);
-    if (w_roll_norm > 0.0f) {
-        float rolling = pair_rolling[mat_i * MATERIAL_COUNT + mat_j] * cc.radius * fn;
-        *torque -= rolling * w_roll / fmax(w_roll_norm, ROLLING_REGULARIZATION);
-    }
+    *force += f;
+    *torque += cross(arm, f);  // the normal force's couple is zero for arm || n
+    *torque += couple;
 }

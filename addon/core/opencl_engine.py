@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .body_sdf import PAIR_REACH, build_body_fields
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
@@ -106,13 +107,21 @@ MAX_BODY_LANES = 8
 # list; a particle with more searches the grid every substep until the next rebuild.
 NEIGHBOUR_SKIN = 0.5
 NEIGHBOUR_SLOTS = 16
+REBUILD_FRACTION = 0.45
+# SDF contacts (body_sdf) share a contact over pairs up to PAIR_REACH (3.2) radii apart, all of
+# which the lists must hold: a skin of a whole diameter, rebuilt after 0.18 of it, keeps every pair
+# within 2 r + 2 r (1 - 2 * 0.18) = 3.28 r listed; such lists hold more particles.
+SDF_NEIGHBOUR_SKIN = 1.0
+SDF_NEIGHBOUR_SLOTS = 32
+SDF_REBUILD_FRACTION = 0.18
 
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
 # estimate users see before simulating. The grid's two bucket arrays hold up to two buckets per
-# particle.
+# particle; the lists are counted at the larger of the two contact geometries' lengths. (The SDF
+# fields, a few thousand floats per distinct shape, are left out.)
 BYTES_PER_PARTICLE = (16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
-                      + 4 * (NEIGHBOUR_SLOTS + 1))
-BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8
+                      + 4 * (max(NEIGHBOUR_SLOTS, SDF_NEIGHBOUR_SLOTS) + 1))
+BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
 
 
 def estimate_device_memory(particle_count: int, body_count: int) -> int:
@@ -166,9 +175,10 @@ def _quat_to_device(q_wxyz) -> np.ndarray:
 
 class OpenCLEngine(StateMixin):
     def __init__(self, model: Model, settings: SimulationSettings | None = None, profile: bool = False,
-                 neighbour_skin: float = NEIGHBOUR_SKIN, neighbour_slots: int = NEIGHBOUR_SLOTS):
+                 neighbour_skin: float | None = None, neighbour_slots: int | None = None):
         """neighbour_skin (fraction of the particle diameter) and neighbour_slots tune the neighbour
-        lists; results do not depend on them beyond float rounding (tests and benchmarks vary them)."""
+        lists; results do not depend on them beyond float rounding (tests and benchmarks vary them).
+        None: NEIGHBOUR_SKIN and NEIGHBOUR_SLOTS, or the SDF_ ones with SDF contacts."""
         import pyopencl as cl
 
         self.cl = cl
@@ -184,6 +194,12 @@ class OpenCLEngine(StateMixin):
         self.queue = cl.CommandQueue(self.context, properties=properties)
         self.time = 0.0
         self.substeps_done = 0
+        self.sdf_contacts = self.settings.contact_geometry == "sdf"
+        if neighbour_skin is None:
+            neighbour_skin = SDF_NEIGHBOUR_SKIN if self.sdf_contacts else NEIGHBOUR_SKIN
+        if neighbour_slots is None:
+            neighbour_slots = SDF_NEIGHBOUR_SLOTS if self.sdf_contacts else NEIGHBOUR_SLOTS
+        self.rebuild_fraction = SDF_REBUILD_FRACTION if self.sdf_contacts else REBUILD_FRACTION
         if not (neighbour_skin > 0 and math.isfinite(neighbour_skin)) or neighbour_slots < 1:
             raise ValueError(f"neighbour skin must be > 0 and slots >= 1, got {neighbour_skin}, {neighbour_slots}")
         self.neighbour_skin = float(neighbour_skin)
@@ -200,6 +216,8 @@ class OpenCLEngine(StateMixin):
                    f"-DCOLLIDER_REACH={self.collider_reach / model.particle_radius!r}f",
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
+                   f"-DSDF_CONTACTS={int(self.sdf_contacts)}",
+                   f"-DPAIR_REACH2={float((PAIR_REACH * model.particle_radius) ** 2)!r}f",
                    "-cl-denorms-are-zero"]
         source = program_source()
         self.program = cl.Program(self.context, source).build(options=options)
@@ -309,6 +327,8 @@ class OpenCLEngine(StateMixin):
         a["build_position"] = buffer(_vec4(m.body_position))
         a["build_orientation"] = buffer(_quat_to_device(m.body_orientation))
 
+        self._upload_body_fields()
+
         a["plane_point"] = buffer(_vec4(m.plane_point))
         a["plane_normal"] = buffer(_vec4(m.plane_normal))
         a["plane_material"] = buffer(m.plane_material.astype(np.int32))
@@ -341,6 +361,30 @@ class OpenCLEngine(StateMixin):
         a["group_offset"] = buffer(nbytes=4 * self.scan_group_count)
         self.queue.finish()
 
+    def _upload_body_fields(self):
+        """The shapes' signed-distance fields (SDF contacts; one-element placeholders otherwise)."""
+        a, buffer = self.arguments, self._buffer
+        if not (self.sdf_contacts and self.body_count):
+            a["body_shape"] = buffer(np.zeros(1, np.int32))
+            a["body_sdf_frame"] = buffer(np.zeros((1, 4), np.float32))
+            a["shape_origin"] = buffer(np.zeros((1, 4), np.float32))
+            a["shape_dims"] = buffer(np.zeros((1, 4), np.int32))
+            a["shape_field"] = buffer(np.zeros(1, np.float32))
+            return
+        fields = build_body_fields(self.model)
+        self.body_fields = fields
+        a["body_shape"] = buffer(fields.body_shape.astype(np.int32))
+        a["body_sdf_frame"] = buffer(_quat_to_device(fields.body_frame))
+        origin = np.zeros((fields.shape_count, 4), np.float32)
+        origin[:, :3] = fields.shape_origin
+        origin[:, 3] = fields.cell
+        a["shape_origin"] = buffer(origin)
+        dims = np.zeros((fields.shape_count, 4), np.int32)
+        dims[:, :3] = fields.shape_dims
+        dims[:, 3] = fields.shape_offset
+        a["shape_dims"] = buffer(dims)
+        a["shape_field"] = buffer(fields.values.astype(np.float32))
+
     def _bind_arguments(self):
         """The values of the table, then every kernel's arguments, set once: a substep then only
         enqueues (and moves the animated colliders' clock)."""
@@ -366,7 +410,8 @@ class OpenCLEngine(StateMixin):
             sleep=np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration,
                             0.0 if self.colliders.moving else 1.0], dtype=np.float32),
             neighbour_reach2=np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2),
-            rebuild_distance=np.float32(0.45 * diameter * self.neighbour_skin),  # a little under half: rounding
+            # REBUILD_FRACTION: a little under half, for rounding
+            rebuild_distance=np.float32(self.rebuild_fraction * diameter * self.neighbour_skin),
         )
         self._bind()
         particles = (_round_up(particle_count),)
@@ -515,7 +560,8 @@ class OpenCLEngine(StateMixin):
 
     def contact_keys(self) -> set[tuple[int, int]]:
         """(particle, key) of every contact in the last substep, read from the friction history:
-        key >= 0 is a partner particle, -2 - g plane g, -2 - planes - t triangle t.
+        key >= 0 is a partner particle (with SDF contacts, key >= particle count: the surface of body
+        key - particle count), -2 - g plane g, -2 - planes - t triangle t.
 
         Only complete while no particle has more than FRICTION_SLOTS contacts; used by tests.
         """
@@ -531,4 +577,8 @@ class OpenCLEngine(StateMixin):
 
     def contact_pairs(self) -> set[tuple[int, int]]:
         """Particle pairs (i, j) in contact in the last substep (see ``contact_keys``)."""
-        return {(i, key) for i, key in self.contact_keys() if key >= 0}
+        return {(i, key) for i, key in self.contact_keys() if 0 <= key < self.particle_count}
+
+    def surface_contacts(self) -> set[tuple[int, int]]:
+        """(particle, body): SDF contacts of a particle with another body's surface in the last substep."""
+        return {(i, key - self.particle_count) for i, key in self.contact_keys() if key >= self.particle_count}

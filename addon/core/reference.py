@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .body_sdf import PAIR_REACH, build_body_fields, pair_weight
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_multiply, quaternion_to_matrix
@@ -64,6 +65,9 @@ class ReferenceEngine(StateMixin):
         # each body's mass over its contacts in the previous substep, capped at the flat-face
         # share: bounds the damping (DAMPING_LIMIT)
         self.contact_share = m.body_effective_mass.copy()
+        # contacts between bodies on their signed-distance fields (core.body_sdf)
+        self.sdf = self.settings.contact_geometry == "sdf"
+        self.fields = build_body_fields(m) if self.sdf and m.body_count else None
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -109,13 +113,19 @@ class ReferenceEngine(StateMixin):
 
     # -- contacts --------------------------------------------------------------------------
     def find_particle_pairs(self, pos):
-        """All (i, j), i dynamic, j of another body (or static), closer than a diameter; i-major, j ascending."""
+        """All (i, j), i dynamic, j of another body (or static), closer than a diameter (with SDF
+        contacts: two dynamic bodies' particles closer than PAIR_REACH radii); i-major, j ascending."""
         m = self.model
         d = 2 * m.particle_radius
         body = m.particle_body
         diff = pos[None, :, :] - pos[:, None, :]
         dist2 = np.einsum("ijk,ijk->ij", diff, diff)
-        close = (dist2 < d * d) & (body[:, None] != body[None, :]) & self.dynamic[:, None]
+        reach2 = np.full_like(dist2, d * d)
+        if self.sdf:
+            with_field = self.dynamic.copy()
+            with_field[self.dynamic] = self.fields.body_shape[body[self.dynamic]] >= 0
+            reach2[np.ix_(with_field, with_field)] = (PAIR_REACH * m.particle_radius) ** 2
+        close = (dist2 < reach2) & (body[:, None] != body[None, :]) & self.dynamic[:, None]
         np.fill_diagonal(close, False)
         return np.argwhere(close)
 
@@ -129,13 +139,13 @@ class ReferenceEngine(StateMixin):
             return self.model.static_particle_material[p - self.model.dynamic_particle_count]
         return self.model.body_material[b]
 
-    def _contact(self, i, key, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mat_j, mass_j, slots_in, slots_out):
-        """Force on particle i from one contact, and the torque about i's centre. n points i -> j;
-        ``arm``: from i's centre to the contact point (halfway to j's centre between particles; see voxel_corners)."""
+    def _contact_law(self, b, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mat_j, mass_j, xi):
+        """One contact's law seen from a particle of body b (00_common.h contact_law): n points towards
+        the other side, ``arm`` from the particle's centre to the contact point, ``xi`` the friction
+        spring carried over. Returns the force, the rolling couple and the new spring."""
         pr = self.params
         m = self.model
         r = m.particle_radius
-        b = m.particle_body[i]
         mat_i = m.body_material[b]
         # the masses the contact moves (pair_mass in the kernels): from the flat-face shares, and
         # from the shares of the previous substep's contacts
@@ -157,11 +167,6 @@ class ReferenceEngine(StateMixin):
         fn = pr.stiffness * overlap + damping * vn
         fn = max(fn, 0.0)
         v_t = v_rel - vn * n
-        xi = np.zeros(3)
-        for s in range(FRICTION_SLOTS):
-            if slots_in[0][s] == key:
-                xi = slots_in[1][s] - (slots_in[1][s] @ n) * n
-                break
         xi = xi + v_t * pr.substep
         f_t = -pr.tangential_stiffness * xi - damping_t * v_t
         limit = pr.friction[mat_i, mat_j] * fn
@@ -169,19 +174,97 @@ class ReferenceEngine(StateMixin):
         if ft_norm > limit:
             f_t = f_t * (limit / ft_norm) if ft_norm > 0 else f_t * 0
             xi = -(f_t + damping_t * v_t) / pr.tangential_stiffness
-        count = slots_out[2]
-        if count < FRICTION_SLOTS:
-            slots_out[0][count] = key
-            slots_out[1][count] = xi
-            slots_out[2] = count + 1
-        torque = np.cross(arm, -fn * n + f_t)  # the normal force's couple is zero for arm || n
+        couple = np.zeros(3)
         w_rel = omega_i - omega_j
         w_roll = w_rel - (w_rel @ n) * n
         w_roll_norm = np.linalg.norm(w_roll)
         if w_roll_norm > 0:
             rolling = pr.rolling_friction[mat_i, mat_j] * r * fn
-            torque = torque - rolling * w_roll / max(w_roll_norm, ROLLING_REGULARIZATION)
-        return -fn * n + f_t, torque
+            couple = -rolling * w_roll / max(w_roll_norm, ROLLING_REGULARIZATION)
+        return -fn * n + f_t, couple, xi
+
+    @staticmethod
+    def _stored_spring(slots_in, key, n):
+        """The friction spring kept under ``key``, in the plane normal to n (zero if none)."""
+        for s in range(FRICTION_SLOTS):
+            if slots_in[0][s] == EMPTY_SLOT:
+                break
+            if slots_in[0][s] == key:
+                return slots_in[1][s] - (slots_in[1][s] @ n) * n
+        return np.zeros(3)
+
+    def _contact(self, i, key, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mat_j, mass_j, slots_in, slots_out):
+        """Force on particle i from one contact, and the torque about i's centre. n points i -> j;
+        ``arm``: from i's centre to the contact point (halfway to j's centre between particles; see voxel_corners)."""
+        xi = self._stored_spring(slots_in, key, n)
+        force, couple, xi = self._contact_law(self.model.particle_body[i], n, arm, overlap, vel_i, omega_i, vel_j,
+                                              omega_j, mat_j, mass_j, xi)
+        count = slots_out[2]
+        if count < FRICTION_SLOTS:
+            slots_out[0][count] = key
+            slots_out[1][count] = xi
+            slots_out[2] = count + 1
+        return force, np.cross(arm, force) + couple  # the normal force's couple is zero for arm || n
+
+    def _surface_contact(self, p, bp, bq, pos, state):
+        """Particle p (body bp) against body bq's surface (40_contacts.cl surface_contact): None if
+        not touching, else (force on p, rolling couple, point on bq's surface, new spring, bq's
+        lattice rotation, the gradient in its frame), half the contact law (the other direction
+        carries the other half)."""
+        m = self.model
+        r = m.particle_radius
+        fields = self.fields
+        frame = quaternion_to_matrix(self.q[bq]) @ quaternion_to_matrix(fields.body_frame[bq])
+        sample = fields.sample(fields.body_shape[bq], frame.T @ (pos[p] - self.x[bq]))
+        if sample is None:
+            return None
+        phi, gradient = sample
+        norm = np.linalg.norm(gradient)
+        if not (phi < r and norm > 0):
+            return None
+        outward = frame @ (gradient / norm)
+        n = -outward
+        point = pos[p] - phi * outward
+        arm = point - pos[p]
+        w_p, w_q = state.angular_velocity[bp], state.angular_velocity[bq]
+        v_p = state.velocity[bp] + np.cross(w_p, pos[p] - self.x[bp])
+        v_q = state.velocity[bq] + np.cross(w_q, point - self.x[bq]) + np.cross(w_q, arm)
+        xi = self._stored_spring((self.history_key[p], self.history_xi[p]), m.particle_count + bq, n)
+        force, couple, xi = self._contact_law(bp, n, arm, r - phi, v_p, w_p, v_q, w_q, m.body_material[bq],
+                                              self._contact_mass(bq), xi)
+        return 0.5 * force, 0.5 * couple, point, xi, frame, gradient
+
+    def _on_fields(self, b, bj):
+        """Whether bodies b and bj meet on their fields (SDF contacts, both have one)."""
+        return (self.sdf and bj != STATIC_BODY and self.fields.body_shape[b] >= 0
+                and self.fields.body_shape[bj] >= 0)
+
+    def _surface_pair(self, i, j, pos, state, asleep, surface, slots_out, touched_next, force, torque):
+        """The pair (i, j) of two bodies' particles under SDF contacts (40_contacts.cl surface_pair):
+        its share of i's contact with j's body, minus its share of j's contact with i's body."""
+        m = self.model
+        r = m.particle_radius
+        b, bj = m.particle_body[i], m.particle_body[j]
+        if bj not in surface:
+            own = surface[bj] = self._surface_contact(i, b, bj, pos, state)
+            if own is not None and slots_out[2] < FRICTION_SLOTS:
+                slots_out[0][slots_out[2]] = m.particle_count + bj
+                slots_out[1][slots_out[2]] = own[3]
+                slots_out[2] += 1
+        own = surface[bj]
+        theirs = self._surface_contact(j, bj, b, pos, state)
+        touching = False
+        for contact, sign, delta in ((own, 1.0, pos[i] - pos[j]), (theirs, -1.0, pos[j] - pos[i])):
+            if contact is None:
+                continue
+            f, couple, point, _, frame, gradient = contact
+            share = pair_weight(frame.T @ delta, gradient, r)
+            if share > 0:
+                force[i] += sign * share * f
+                torque[i] += sign * (np.cross(point - pos[i], share * f) + share * couple)
+                touching = True
+        if touching and asleep[bj] and not asleep[b]:
+            touched_next[bj] = True
 
     def _step(self):
         m = self.model
@@ -210,8 +293,12 @@ class ReferenceEngine(StateMixin):
             omega_i = state.angular_velocity[b]
             slots_in = (self.history_key[i], self.history_xi[i])
             slots_out = [new_key[i], new_xi[i], 0]
+            surface = {}  # i's own contact with each other body's surface (SDF contacts)
             for j in by_particle.get(int(i), ()):
                 delta = pos[j] - pos[i]
+                if self._on_fields(b, m.particle_body[j]):
+                    self._surface_pair(i, j, pos, state, asleep, surface, slots_out, touched_next, force, torque)
+                    continue
                 dist = np.linalg.norm(delta)
                 if dist <= 1e-9 * r:
                     continue

@@ -42,6 +42,7 @@ FRICTION_SLOTS = 8
 # instead of 9) at restitution 0 rang at the substep rate forever, and so did stacks of such
 # cubes at 0.2. 0.9 leaves a single face at restitution 0 (0.84) untouched.
 DAMPING_LIMIT = 0.9
+CONTACT_GEOMETRIES = ("particles", "sdf")
 
 
 @dataclass
@@ -58,6 +59,10 @@ class SimulationSettings:
     sleep_speed: float = 0.02  # m/s
     sleep_time: float = 0.5  # s
     device: str | None = None  # OpenCL device selector, see core.device
+    # How two bodies meet: "particles", sphere against sphere along the line of their centres;
+    # "sdf", each particle against the other body's signed-distance field (core.body_sdf), so flat
+    # faces meet flat instead of settling into the hollows between the particles below.
+    contact_geometry: str = "sdf"
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
@@ -69,6 +74,9 @@ class SimulationSettings:
             value = getattr(self, name)
             if value is not None and not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be positive, got {value}")
+        if self.contact_geometry not in CONTACT_GEOMETRIES:
+            raise ValueError(f"contact geometry must be one of {', '.join(CONTACT_GEOMETRIES)}, "
+                             f"got {self.contact_geometry!r}")
         if self.terminal_speed < 0:
             raise ValueError("terminal speed must be >= 0")
         for name in ("sleep_speed", "sleep_time"):

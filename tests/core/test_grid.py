@@ -26,7 +26,8 @@ def test_grid_pairs_equal_brute_force_far_outside_initial_bounds(offset):
                              position=np.asarray(centre) + rng.uniform(-0.3, 0.3, size=3),
                              orientation=rng.normal(size=4))
     model = builder.finalize()
-    settings = SimulationSettings(gravity=(0, 0, 0))
+    # the particle pairs the grid finds (SDF contacts reach further: test_sdf_contacts.py)
+    settings = SimulationSettings(gravity=(0, 0, 0), contact_geometry="particles")
     reference = ReferenceEngine(model, settings)
     kernels = OpenCLEngine(model, settings)
     expected = brute_force_pairs(reference)
@@ -45,7 +46,8 @@ def test_grid_shape_follows_the_scene_and_keeps_four_cells_per_axis():
     assert sum(bits) == 10  # one to two buckets per particle
 
 
-def test_two_runs_on_one_device_are_identical():
+@pytest.mark.parametrize("contact_geometry", ["particles", "sdf"])
+def test_two_runs_on_one_device_are_identical(contact_geometry):
     rng = np.random.default_rng(11)
     builder = ModelBuilder(particle_radius=1 / 6)
     for k in range(40):
@@ -56,7 +58,7 @@ def test_two_runs_on_one_device_are_identical():
     model = builder.finalize()
     runs = []
     for _ in range(2):
-        engine = OpenCLEngine(model, SimulationSettings())
+        engine = OpenCLEngine(model, SimulationSettings(contact_geometry=contact_geometry))
         engine.step(600)
         state = engine.body_state()
         runs.append(np.concatenate([state.position.ravel(), state.orientation.ravel(), state.velocity.ravel()]))

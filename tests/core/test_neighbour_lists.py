@@ -92,7 +92,9 @@ def test_no_contact_is_missed_between_rebuilds(skin, neighbour_slots, origin):
     slack for a late rebuild; with 2 slots most lists overflow and those particles search the
     (stale) grid instead; far from the origin, cells alias."""
     model = tumbling_pile(origin=origin)
-    engine = OpenCLEngine(model, SimulationSettings(), neighbour_skin=skin, neighbour_slots=neighbour_slots)
+    # particle pairs checked (the SDF contacts' pairs: test_sdf_contacts.py)
+    engine = OpenCLEngine(model, SimulationSettings(contact_geometry="particles"), neighbour_skin=skin,
+                          neighbour_slots=neighbour_slots)
     checked = with_contacts = 0
     for step in range(400):
         engine.step(1)
@@ -136,7 +138,8 @@ def test_rebuild_follows_the_skin():
     builder.add_body(box_particles((2, 2, 2), 0.2), mass=1.0, position=(0, 5, 0))
     model = builder.finalize()
     skin = 0.5
-    engine = OpenCLEngine(model, SimulationSettings(gravity=(0, 0, 0)), neighbour_skin=skin)
+    engine = OpenCLEngine(model, SimulationSettings(gravity=(0, 0, 0), contact_geometry="particles"),
+                          neighbour_skin=skin)
     steps = 400
     engine.step(steps)
     per_substep = 3.0 * engine.params.substep
@@ -152,7 +155,7 @@ def test_results_do_not_depend_on_the_skin():
     model = tumbling_pile(count=12, seed=9)
     states, rebuilds = [], []
     for skin in (0.1, 1.0):
-        engine = OpenCLEngine(model, SimulationSettings(), neighbour_skin=skin)
+        engine = OpenCLEngine(model, SimulationSettings(contact_geometry="particles"), neighbour_skin=skin)
         engine.step(100)
         states.append(engine.body_state())
         rebuilds.append(engine.rebuilds)

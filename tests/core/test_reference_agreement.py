@@ -34,11 +34,13 @@ def colliding_scene():
 
 
 # 1 lane per body is the CPU path of the body kernel, 8 the GPU path (forces summed in a tree)
-@pytest.mark.parametrize("body_lanes", ["1", "8"])
-def test_kernels_match_numpy_reference_over_100_substeps(body_lanes, monkeypatch):
+# "sdf": contacts between bodies on their signed-distance fields (core.body_sdf)
+@pytest.mark.parametrize("body_lanes, contact_geometry", [("1", "particles"), ("8", "particles"), ("1", "sdf"),
+                                                          ("8", "sdf")])
+def test_kernels_match_numpy_reference_over_100_substeps(body_lanes, contact_geometry, monkeypatch):
     monkeypatch.setenv("PRB_BODY_LANES", body_lanes)
     model = colliding_scene()
-    settings = SimulationSettings()
+    settings = SimulationSettings(contact_geometry=contact_geometry)
     reference = ReferenceEngine(model, settings)
     kernels = OpenCLEngine(model, settings)
     assert kernels.body_lanes == int(body_lanes)
@@ -47,7 +49,7 @@ def test_kernels_match_numpy_reference_over_100_substeps(body_lanes, monkeypatch
     for _ in range(10):
         reference.step(10)
         kernels.step(10)
-        contacts_seen += len(kernels.contact_pairs())
+        contacts_seen += len(kernels.contact_pairs() if contact_geometry == "particles" else kernels.surface_contacts())
         expected, got = reference.body_state(), kernels.body_state()
         # float32 kernels against the float64 step, about 5x the largest differences measured on
         # PoCL over the 100 substeps (3.3e-6 m, 1.2e-4 m/s, 4.5e-4 rad/s, 1.3e-7)

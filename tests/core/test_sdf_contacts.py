@@ -1,0 +1,145 @@
+"""Contacts between bodies on their signed-distance fields (contact_geometry "sdf", core.body_sdf):
+faces meet flat, the fields are shared by equal shapes, no contact is missed between rebuilds, and
+the pairs' shares keep momentum."""
+import numpy as np
+import pytest
+
+from addon.core import Material, ModelBuilder, SimulationSettings
+from addon.core.body_sdf import PAIR_REACH, build_body_fields
+from addon.core.rotations import quaternion_to_matrix
+from addon.core.opencl_engine import OpenCLEngine
+from addon.core.shapes import box_particles, cube_particles
+from bench.scenes import cube_pile
+from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, axis_angle_quaternion, engine_for, run_for
+from tests.core.test_conservation import momenta
+
+
+def test_equal_voxel_sets_share_one_field_and_faces_are_exact():
+    """The 64 cubes of a pile, each on its own turned lattice, share one field; a box is another;
+    particles on no lattice of one diameter get none. On a face the field is the distance to it."""
+    model = cube_pile(64)
+    fields = build_body_fields(model)
+    assert fields.shape_count == 1 and np.all(fields.body_shape == 0)
+    # above the face (inside, only well away from the other faces: the field has kinks there)
+    for height, laterals in ((0.5 + 0.3 * RADIUS, ((0.0, 0.0), (0.21, -0.13), (0.45, 0.4))),
+                             (0.5 + 0.77 * RADIUS, ((0.0, 0.0), (0.21, -0.13), (0.45, 0.4))),
+                             (0.5 - 0.2 * RADIUS, ((0.0, 0.0), (0.05, -0.1)))):
+        for lateral in laterals:
+            phi, gradient = fields.sample(0, np.array([*lateral, height]))
+            assert abs(phi - (height - 0.5)) < 1e-12
+            np.testing.assert_allclose(gradient, (0, 0, 1), atol=1e-12)
+
+    builder = ModelBuilder(RADIUS)
+    builder.add_body(cube_particles(1.0), density=1000.0)
+    builder.add_body(box_particles((3, 2, 1), 2 * RADIUS), density=1000.0, position=(3, 0, 0))
+    builder.add_body(cube_particles(1.0), density=1000.0, position=(-3, 0, 0), orientation=(0.9, 0.1, 0.3, 0.2))
+    builder.add_body(cube_particles(0.8), density=1000.0, position=(0, 3, 0))  # spacing 0.27: no lattice
+    fields = build_body_fields(builder.finalize())
+    cube, box, turned_cube, off_lattice = fields.body_shape.tolist()
+    assert fields.shape_count == 2 and cube == turned_cube != box and off_lattice == -1
+
+
+def joint_sink(**settings):
+    builder = ModelBuilder(RADIUS)
+    for x in (-0.5, 0.5):
+        add_cube(builder, (x, 0.0, 0.5))
+    add_cube(builder, (0.0, 0.0, 1.5))
+    builder.add_ground_plane(0.0)
+    engine = engine_for(builder, **settings)
+    z = run_for(engine, 3.0).position[:, 2]
+    return z[:2].mean() + CUBE_SIDE - z[2]
+
+
+def test_a_cube_across_the_joint_of_two_sinks_less_than_a_millimetre():
+    """Issue 22: a cube resting across the joint of two sinks < 1 mm below its ideal height (the
+    springs under one cube's weight give 0.83 mm). With particle contacts its particles settle
+    into the hollows over the joint: 45 mm."""
+    assert joint_sink() < 1e-3
+    assert joint_sink(contact_geometry="particles") > 0.04
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "issue 22: five half-offset rows, top row 11.5 mm below its ideal height (target 1 cm; 18.7 cm with "
+    "particle contacts). The springs alone take 10.1 mm at this stiffness target (ground 3.1 mm, then "
+    "2.6 / 2.1 / 1.5 / 0.8 mm per interface under the rows above); needs stiffer contacts."))
+def test_five_half_offset_rows_keep_their_heights_within_a_centimetre():
+    builder = ModelBuilder(RADIUS)
+    for row in range(5):
+        for i in range(8 - row):
+            add_cube(builder, (i + 0.5 * row, 0.0, 0.5 + row))
+    builder.add_ground_plane(0.0)
+    engine = engine_for(builder)
+    z = run_for(engine, 3.0).position[:, 2]
+    first = 0
+    for row in range(5):
+        count = 8 - row
+        assert abs(0.5 + row - z[first:first + count].mean()) < 0.01, row
+        first += count
+
+
+@pytest.mark.parametrize("friction", [0.0, 0.6])
+def test_frictional_collision_on_fields_keeps_linear_and_angular_momentum(friction):
+    """A spinning cube glancing off a turned one: each pair's shares are equal and opposite at one
+    point, so momentum is kept to float rounding (the tolerance is issue 22's)."""
+    builder = ModelBuilder(RADIUS)
+    material = Material(restitution=0.5, friction=friction)
+    add_cube(builder, (-1.2, 0.0, 0.0), velocity=(3.0, 0.2, 0.0), angular_velocity=(0, 0, 1.0), material=material)
+    add_cube(builder, (1.2, 0.25, 0.1), velocity=(-2.0, 0.0, 0.0), material=material,
+             orientation=axis_angle_quaternion((1, 1, 0), 0.7))
+    engine = engine_for(builder, gravity=(0, 0, 0), contact_geometry="sdf")
+    p_before, l_before = momenta(engine)
+    run_for(engine, 1.0)
+    p_after, l_after = momenta(engine)
+    state = engine.body_state()
+    assert state.velocity[0, 0] < 2.0  # they did collide
+    p_scale = np.abs(engine.model.body_mass[:, None] * engine.model.body_velocity).sum()
+    assert np.linalg.norm(p_after - p_before) / p_scale < 1e-5
+    assert np.linalg.norm(l_after - l_before) / np.linalg.norm(l_before) < 1e-3
+
+
+def expected_surface_contacts(engine, state, positions):
+    """(particle, body) pairs whose particle's centre lies within a radius of the body's surface
+    and within PAIR_REACH radii of one of its particles, by brute force in float64 from the
+    kernels' poses ``state`` and particle ``positions``; and those within float rounding of either
+    limit."""
+    model = engine.model
+    fields = engine.body_fields
+    r = model.particle_radius
+    body = model.particle_body
+    frames = (quaternion_to_matrix(state.orientation) @ quaternion_to_matrix(fields.body_frame)).reshape(-1, 3, 3)
+    expected, borderline = set(), set()
+    reach = PAIR_REACH * r
+    for i in range(model.particle_count):
+        d = np.linalg.norm(positions - positions[i], axis=1)
+        for b in np.unique(body[(d < reach + 1e-4) & (body != body[i])]):
+            sample = fields.sample(fields.body_shape[b], frames[b].T @ (positions[i] - state.position[b]))
+            if sample is None:
+                continue
+            nearest = d[body == b].min()
+            key = (i, int(b))
+            if abs(sample[0] - r) < 1e-4 or abs(nearest - reach) < 1e-4:
+                borderline.add(key)
+            elif sample[0] < r and nearest < reach:
+                expected.add(key)
+    return expected, borderline
+
+
+def test_no_surface_contact_is_missed_between_rebuilds():
+    """A pile forming, every fourth substep checked against brute force: the lists (a diameter of
+    skin, rebuilt after 0.18 of it) hold every pair within PAIR_REACH radii."""
+    engine = OpenCLEngine(cube_pile(27, spacing=1.1), SimulationSettings(contact_geometry="sdf"))
+    checked = with_contacts = 0
+    for step in range(240):
+        before = engine.body_state()  # the poses the substep's contacts see
+        engine.step(1)
+        if step % 4:
+            continue
+        expected, borderline = expected_surface_contacts(engine, before, engine.particle_positions())
+        got = engine.surface_contacts()
+        # the friction history shows at most FRICTION_SLOTS contacts of a particle: none has more here
+        missed = (expected - got) - borderline
+        extra = (got - expected) - borderline
+        assert not missed and not extra, f"substep {step}: missed {sorted(missed)[:5]}, extra {sorted(extra)[:5]}"
+        checked += 1
+        with_contacts += len(expected) > 0
+    assert with_contacts >= 30 and engine.rebuilds > 3
