@@ -393,3 +393,17 @@ def test_motion_blur_renders_the_cached_motion(registered, tmp_path):
     assert abs(np.sqrt(12 * still) - 16) < 2  # the 1 m cube
     smear = np.sqrt(12 * (blurred - still))
     assert abs(smear - 16) < 3, smear
+
+
+def test_keyframes_refuse_bodies_an_instance_bake_shows(registered, blend):
+    """Keys on objects that an instance bake hides and shows would bake them twice: refused, Clear Bake first."""
+    build_scene(blend)
+    _job, result = run_job(bake_mode="INSTANCES")
+    before = scene_snapshot()
+    with pytest.raises(BakeError, match=f"the dynamic objects are shown by the instance bake {result.cache_object}: "
+                                        "Clear Bake first to bake them to keyframes, or bake to Instances again"):
+        run_job(bake_mode="KEYFRAMES")
+    assert scene_snapshot() == before
+    assert bpy.ops.prb.clear_bake() == {"FINISHED"}
+    keyed_job, keyed = run_job(bake_mode="KEYFRAMES")
+    assert len(keyed.keyed_objects) == 7
