@@ -51,7 +51,7 @@ LATTICE_TOLERANCE = 1e-3
 
 def pair_weight(delta, lattice_normal, radius: float) -> float:
     """Share of a particle's contact with a body's surface carried by the pair with the body's particle
-    at lattice-frame offset ``delta`` (particle minus the body's particle) , given the surface's
+    at lattice-frame offset ``delta`` (particle minus the body's particle), given the surface's
     normal in the lattice frame: the body's particle must lie in the layer just below along the
     normal's main axis (0 <= offset along it < one diameter); then the product of hats 1 - |d| / 2r
     over the two other axes. Over a face the shares sum to 1 (a partition of unity on the lattice).
@@ -129,14 +129,14 @@ def _on_lattice(points: np.ndarray, spacing: float) -> np.ndarray:
 
 
 def _shape_keys(points: np.ndarray, spacing: float) -> np.ndarray:
-    """(K, N) sorted integer keys of K bodies' points (K, N, 3): equal rows, equal voxel sets."""
+    """(K, N + 3) integer keys of K bodies' points (K, N, 3): equal rows, equal voxel sets at the
+    same place about the centre of mass (the points' sorted lattice positions relative to their
+    lowest corner, then that corner)."""
     q = np.round(points / spacing * 64.0).astype(np.int64)
     q -= q.min(axis=1, keepdims=True)
     span = int(q.max()) + 1 if q.size else 1
     keys = (q[..., 0] * span + q[..., 1]) * span + q[..., 2]
     keys.sort(axis=1)
-    # the position of the set relative to the centre of mass matters too (the same voxels may sit
-    # differently about it only if the mass layout differs, but keep the offset in the key)
     anchor = np.round(points.min(axis=1) / spacing * 64.0).astype(np.int64)
     return np.concatenate([keys, anchor], axis=1)
 
@@ -146,8 +146,7 @@ def _field(points: np.ndarray, radius: float):
     spacing = 2 * radius
     voxels, shift = _lattice_coordinates(points, spacing)
     low, high = voxels.min(axis=0), voxels.max(axis=0)
-    # occupancy with FIELD_REACH + 1 empty voxels around
-    margin = FIELD_REACH + 1
+    margin = FIELD_REACH + 2  # samples reach a voxel beyond the set, and look FIELD_REACH further
     size = high - low + 1 + 2 * margin
     occupied = np.zeros(size, dtype=bool)
     occupied[tuple((voxels - low + margin).T)] = True
@@ -155,26 +154,29 @@ def _field(points: np.ndarray, radius: float):
     origin = (low - 0.5) * spacing + shift - GRID_PAD * radius
     dims = (high - low + 1) * 2 + 1 + 2 * GRID_PAD
     axes = [origin[a] + radius * np.arange(dims[a]) for a in range(3)]
-    sample = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, 3)  # x slowest here
-    # the voxel each sample lies in (samples on a face: either side; the window covers both)
-    home = np.floor((sample - shift) / spacing + 0.5).astype(np.int64)
-    outside = np.full(len(sample), np.inf)
-    inside = np.full(len(sample), np.inf)
-    window = range(-FIELD_REACH, FIELD_REACH + 1)
-    for dx in window:
-        for dy in window:
-            for dz in window:
-                v = home + (dx, dy, dz)
-                index = v - low + margin
-                valid = np.all((index >= 0) & (index < size), axis=1)
-                solid = np.zeros(len(sample), dtype=bool)
-                solid[valid] = occupied[tuple(index[valid].T)]
-                solid[~valid] = False
-                centre = v * spacing + shift
-                a = np.maximum(np.abs(sample - centre) - radius, 0.0)
-                distance = np.sqrt((a * a).sum(axis=1))
-                outside = np.where(solid, np.minimum(outside, distance), outside)
-                inside = np.where(solid, inside, np.minimum(inside, distance))
+    # Squared distance to the nearest voxel of a set is a minimum over voxels of a sum over the axes
+    # of max(|sample - centre| - r, 0)^2: taken one axis at a time (x, then y, then z), each over
+    # the FIELD_REACH voxels either side of the sample's own (beyond them the distance exceeds the
+    # cap), for the occupied voxels (outside) and the empty ones (inside).
+    outside = np.where(occupied, 0.0, np.inf)
+    inside = np.where(occupied, np.inf, 0.0)
+    for axis in range(3):
+        home = np.floor((axes[axis] - shift[axis]) / spacing + 0.5).astype(np.int64) - low[axis] + margin
+        centre_of = lambda index: (index + low[axis] - margin) * spacing + shift[axis]  # noqa: E731
+        best_outside = best_inside = None
+        for k in range(-FIELD_REACH, FIELD_REACH + 1):
+            index = home + k
+            gap = np.maximum(np.abs(axes[axis] - centre_of(index)) - radius, 0.0) ** 2
+            shape = [1, 1, 1]
+            shape[axis] = len(gap)
+            gap = gap.reshape(shape)
+            candidate_outside = np.take(outside, index, axis=axis) + gap
+            candidate_inside = np.take(inside, index, axis=axis) + gap
+            best_outside = candidate_outside if best_outside is None else np.minimum(best_outside, candidate_outside)
+            best_inside = candidate_inside if best_inside is None else np.minimum(best_inside, candidate_inside)
+        outside, inside = best_outside, best_inside
+    outside = np.sqrt(outside).reshape(-1)  # (x, y, z) sample order, x slowest
+    inside = np.sqrt(inside).reshape(-1)
     cap = FIELD_REACH * spacing
     phi = np.where(outside > 0, np.minimum(outside, cap), -np.minimum(inside, cap))
     # x fastest: reorder from meshgrid's ij (x slowest)
@@ -213,12 +215,14 @@ def build_body_fields(model: Model) -> BodyFields:
         keys = _shape_keys(local, spacing)
         unique, first_member, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
         inverse = inverse.reshape(-1)
+        shape_of_unique = np.empty(len(unique), dtype=np.int32)
         for u in range(len(unique)):
-            key = bytes([n % 256]) + unique[u].tobytes()
+            key = unique[u].tobytes()
             if key not in known:
                 known[key] = len(shapes)
                 shapes.append(local[first_member[u]])
-            body_shape[bodies[inverse == u]] = known[key]
+            shape_of_unique[u] = known[key]
+        body_shape[bodies] = shape_of_unique[inverse]
     origins, dims, offsets, values = [], [], [], []
     total = 0
     for points in shapes:
