@@ -31,6 +31,7 @@ import bpy
 import numpy as np
 
 from ..core import point_cache
+from ..core.settings import ROLE_IGNORED
 
 CACHE_SCENE = "prb_instances_scene"  # on the cache object: name of the scene whose simulation it shows
 MESHES = "prb_meshes"  # on the cache object: its meshes collection
@@ -432,7 +433,7 @@ def build_cache_object(scene, sources, body_source, body_frames, first_points, s
         nodes_mod = cache_obj.modifiers.new("PRB Instances", "NODES")
         nodes_mod.node_group = group
         if hasattr(cache_obj, "prb"):  # never taken for a body when selected at the next bake
-            cache_obj.prb.role = "IGNORED"
+            cache_obj.prb.role = ROLE_IGNORED
         cache_obj[CACHE_SCENE] = simulation_name(scene)
         cache_obj[MESHES] = meshes_coll
 

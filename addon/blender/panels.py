@@ -1,27 +1,103 @@
-"""Sidebar tab "Particle Bodies" in the 3D viewport, and the per-object panel in Object properties."""
+"""Sidebar tab "Particle Bodies" in the 3D viewport, and the per-object panel in Object properties.
+
+draw() runs on every redraw of the sidebar (mouse moves included), so it reads only settings and a
+cached ``SceneSummary`` (objects picked, particles estimated, baked objects counted: walks over the
+scene). The summary is recomputed at the next draw after the depsgraph has been quiet for
+``REFRESH_DELAY`` seconds (a depsgraph_update_post handler restarts a one-shot timer on every update),
+or at once with the Refresh button.
+"""
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 
 import bpy
 
 from . import bake, bake_instances, instancers, properties
+from ..core.settings import ROLE_IGNORED, ROLE_STATIC
+from .job import BakeOptions, estimate, format_bytes, pick_objects
 from .preferences import wrap_width
-from .job import BakeOptions, estimate, pick_objects
 
 CATEGORY = "Particle Bodies"
+REFRESH_DELAY = 0.5  # s without depsgraph updates (an object being dragged) before the estimate is redone
 
 
-def _format_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024.0
-    return f"{n:.1f} GB"
+@dataclass(frozen=True)
+class SceneSummary:
+    """What the sidebar says about the scene (what Simulate & Bake would take, roughly)."""
+
+    dynamic: int  # objects that would be simulated
+    bodies: int  # bodies they make (an instancer makes one per instance)
+    static: int  # static colliders
+    particles: int  # estimate from bounding boxes (job.estimate)
+    memory: int  # bytes of device memory, estimated
+    baked: int  # objects holding a keyframe bake
+    instancers: dict  # name -> instances, of the dynamic instancers (they bake to instances only)
 
 
-def _operator_registered(class_name: str) -> bool:
-    return bpy.types.Operator.bl_rna_get_subclass_py(class_name) is not None
+_summary: dict = {"scene": None, "value": None, "stale": True}
+
+
+def compute_summary(context) -> SceneSummary:
+    dynamic, static = pick_objects(context)
+    est = estimate(context, dynamic, BakeOptions.from_scene(context.scene))
+    baked = sum(1 for o in context.scene.objects if bake.has_bake(o))
+    return SceneSummary(len(dynamic), est["bodies"], len(static), est["particles"], est["memory"], baked,
+                        est["instancers"])
+
+
+def refresh_summary(context) -> SceneSummary:
+    _summary.update(scene=context.scene.name, value=compute_summary(context), stale=False)
+    return _summary["value"]
+
+
+def scene_summary(context) -> SceneSummary:
+    """The cached summary; computed here only when stale or for another scene."""
+    if _summary["stale"] or _summary["value"] is None or _summary["scene"] != context.scene.name:
+        return refresh_summary(context)
+    return _summary["value"]
+
+
+def _redraw_sidebars() -> None:
+    for window in getattr(bpy.context.window_manager, "windows", ()):
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                area.tag_redraw()
+
+
+def _summary_after_quiet():
+    """Timer: the depsgraph has been quiet for REFRESH_DELAY; the next draw recomputes."""
+    _summary["stale"] = True
+    _redraw_sidebars()
+    return None  # one shot
+
+
+@bpy.app.handlers.persistent
+def _on_load_post(*_args):  # another file: its scene may have the same name
+    _summary["stale"] = True
+
+
+@bpy.app.handlers.persistent
+def _on_depsgraph_update(_scene, _depsgraph):
+    if bpy.app.background:  # no sidebar draws: mark it, whoever reads the summary recomputes
+        _summary["stale"] = True
+        return
+    if bpy.app.timers.is_registered(_summary_after_quiet):
+        bpy.app.timers.unregister(_summary_after_quiet)
+    bpy.app.timers.register(_summary_after_quiet, first_interval=REFRESH_DELAY)
+
+
+class PRB_OT_refresh_summary(bpy.types.Operator):
+    """Count the bodies and estimate their particles again"""
+
+    bl_idname = "prb.refresh_summary"
+    bl_label = "Refresh Estimate"
+    bl_options = {"INTERNAL"}
+
+    def execute(self, context):
+        refresh_summary(context)
+        _redraw_sidebars()
+        return {"FINISHED"}
 
 
 def draw_object_settings(layout, obj) -> None:
@@ -29,15 +105,15 @@ def draw_object_settings(layout, obj) -> None:
     layout.use_property_split = True
     layout.use_property_decorate = False
     layout.prop(s, "role")
-    if s.role in ("IGNORED",):
+    if s.role == ROLE_IGNORED:
         return
     col = layout.column()
-    if s.role != "STATIC":
+    if s.role != ROLE_STATIC:
         col.prop(s, "mass_mode")
         col.prop(s, "density" if s.mass_mode == "DENSITY" else "mass")
     col.prop(s, "friction")
     col.prop(s, "bounciness")
-    if s.role != "STATIC":
+    if s.role != ROLE_STATIC:
         col.prop(s, "linear_damping")
         col.prop(s, "angular_damping")
         col.prop(s, "initial_velocity")
@@ -61,19 +137,20 @@ class PRB_PT_main(bpy.types.Panel):
         col.operator("prb.simulate_bake", icon="PHYSICS")
         row = layout.row(align=True)
         row.operator("prb.clear_bake", icon="TRASH")
-        if _operator_registered("PRB_OT_toggle_preview"):
-            row.operator("prb.toggle_preview", icon="HIDE_OFF")
-        dynamic, static = pick_objects(context)
+        row.operator("prb.toggle_preview", icon="HIDE_OFF")
+        summary = scene_summary(context)
         options = BakeOptions.from_scene(scene)
-        est = estimate(context, dynamic, options)
         box = layout.box()
         col = box.column(align=True)
-        if not dynamic:
-            col.label(text="Select mesh objects or give them a role", icon="INFO")
+        row = col.row(align=True)
+        if not summary.dynamic:
+            row.label(text="Select mesh objects or give them a role", icon="INFO")
         else:
-            col.label(text=f"{est['bodies']} bodies, {len(static)} colliders, ~{est['particles']:,} particles",
+            row.label(text=f"{summary.bodies} bodies, {summary.static} colliders, ~{summary.particles:,} particles",
                       icon="MOD_PARTICLES")
-            col.label(text=f"Memory ~{_format_bytes(est['memory'])}, "
+        row.operator(PRB_OT_refresh_summary.bl_idname, text="", icon="FILE_REFRESH")
+        if summary.dynamic:
+            col.label(text=f"Memory ~{format_bytes(summary.memory)}, "
                            f"frames {options.frame_start}-{options.frame_end}", icon="MEMORY")
         problem = properties.opencl_problem()
         if problem:
@@ -82,10 +159,9 @@ class PRB_PT_main(bpy.types.Panel):
                 col.label(text=line)
         else:
             col.label(text=f"Device: {properties.device_label(scene.prb_settings.device)}", icon="DESKTOP")
-        bake_instances.draw_bake_to(layout.column(), scene, est["bodies"], est.get("instancers"))
-        baked = sum(1 for o in scene.objects if bake.has_bake(o))
-        if baked:
-            col.label(text=f"{baked} object{'s' if baked != 1 else ''} baked", icon="KEYFRAME")
+        bake_instances.draw_bake_to(layout.column(), scene, summary.bodies, summary.instancers)
+        if summary.baked:
+            col.label(text=f"{summary.baked} object{'s' if summary.baked != 1 else ''} baked", icon="KEYFRAME")
 
 
 class PRB_PT_scene(bpy.types.Panel):
@@ -168,4 +244,22 @@ class PRB_PT_object_properties(bpy.types.Panel):
         draw_object_settings(self.layout, context.object)
 
 
-classes = (PRB_PT_main, PRB_PT_scene, PRB_PT_object, PRB_PT_object_properties)
+classes = (PRB_OT_refresh_summary, PRB_PT_main, PRB_PT_scene, PRB_PT_object, PRB_PT_object_properties)
+
+
+_HANDLERS = ((bpy.app.handlers.depsgraph_update_post, _on_depsgraph_update), (bpy.app.handlers.load_post, _on_load_post))
+
+
+def register():
+    for handlers, handler in _HANDLERS:
+        if handler not in handlers:
+            handlers.append(handler)
+
+
+def unregister():
+    for handlers, handler in _HANDLERS:
+        if handler in handlers:
+            handlers.remove(handler)
+    if bpy.app.timers.is_registered(_summary_after_quiet):
+        bpy.app.timers.unregister(_summary_after_quiet)
+    _summary.update(scene=None, value=None, stale=True)
