@@ -3,7 +3,7 @@
 A body is a set of voxels, each represented by a sphere of the particle radius r. Between bodies
 that is the method (seed ch. 5). Against the ground it makes a box a box with rounded edges of
 radius r: a 27-particle cube rests on its particle centres, two thirds of its face, and rolls on
-its rounded corners, so it tumbles and rocks far longer than a real box (docs/ARCHITECTURE.md).
+its rounded corners, so it tumbles and rocks far longer than a real box (docs/experiments/voxel-corners.md).
 
 So against planes and triangle faces a particle is the voxel it stands for: a cube of half side
 ``reach * r`` rounded by the rest of the radius, ``reach`` (Model.particle_corner_reach) being how
