@@ -753,23 +753,27 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
 
 
 def object_particles(obj, depsgraph, radius: float, max_particles: int = MAX_PARTICLES) -> np.ndarray | None:
-    """World positions (N, 3) of the particles one object becomes, through the conversion's own
-    stages (as ``convert_scene`` places them, up to rounding); None when it cannot become a body."""
-    gathered = gather_objects([obj], [])
+    """World positions (N, 3) of the particles one object becomes (an instancer: its instances'),
+    through the conversion's own stages, as ``convert_scene`` places them up to rounding; None when
+    it cannot become a body."""
+    gathered, _ = instancers.instances_as_items(gather_objects([obj], []), depsgraph)
     geometry = body_geometry(gathered.dynamic, depsgraph)
     if not geometry.bodies:
         return None
-    body = geometry.bodies[0]
-    try:
-        result = voxelize_shape(body.shape, radius, max_particles)
-    except ValueError as error:
-        raise ConversionError(f"{obj.name}: {error}") from error
-    return result.points @ body.rotation().T + body.item.matrix_world[:3, 3]
+    chunks = []
+    for body in geometry.bodies:
+        try:
+            result = voxelize_shape(body.shape, radius, max_particles)
+        except ValueError as error:
+            raise ConversionError(f"{obj.name}: {error}") from error
+        chunks.append(result.points @ body.rotation().T + body.item.matrix_world[:3, 3])
+    return np.concatenate(chunks)
 
 
 def automatic_radius_for(objects, depsgraph) -> float | None:
     """The automatic radius ``convert_scene`` would choose for these objects (None: no usable one)."""
-    geometry = body_geometry(gather_objects(objects, []).dynamic, depsgraph)
+    gathered, _ = instancers.instances_as_items(gather_objects(objects, []), depsgraph)
+    geometry = body_geometry(gathered.dynamic, depsgraph)
     return automatic_radius([s for s, _ in geometry.counted_shapes()]) if geometry.bodies else None
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 import bpy
 
-from . import convert
+from . import convert, instancers
 from ..core.settings import ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION
 
 POINT_COLOR = (1.0, 0.55, 0.1, 0.9)
@@ -39,11 +39,12 @@ def scene_radius(context, objects) -> float | None:
 
 
 def preview_objects(context):
-    """Selected objects that would become dynamic bodies (geometry, not Static/Ignored)."""
+    """Selected objects that would become dynamic bodies (geometry or instancers, not Static/Ignored)."""
     out = []
     for obj in context.selected_objects:
         role = convert.object_settings(obj).role
-        if obj.type in convert.GEOMETRY_TYPES and role in (ROLE_FOLLOW_SELECTION, ROLE_DYNAMIC):
+        if ((obj.type in convert.GEOMETRY_TYPES or instancers.may_instance(obj))
+                and role in (ROLE_FOLLOW_SELECTION, ROLE_DYNAMIC)):
             out.append(obj)
     return out
 
