@@ -13,7 +13,8 @@ OpenCL device:
   summing lanes forced on), stepped through Simulation; body state, particle positions, contact
   keys and the rebuild count compared bit for bit;
 - --blender: every sample_scenes/*.blend baked headless with addon/cli.py; every F-curve key
-  (frame and value) compared bit for bit.
+  (frame and value) compared bit for bit. A scene whose bodies come from an instancer bakes to
+  instances only: its point cache (every byte of the PC2 file) is compared instead.
 Exit status 0 when everything is identical, 1 with every difference listed otherwise.
 """
 from __future__ import annotations
@@ -144,7 +145,8 @@ def read_keys(blend: str, out: str) -> None:
 
 # -- the comparison (in this process) ------------------------------------------------------------
 
-def _run(cmd, cwd: Path, log: Path, extra_env=None) -> None:
+def _run(cmd, cwd: Path, log: Path, extra_env=None, refusal: str | None = None) -> bool:
+    """Run ``cmd`` in ``cwd``; False when it failed with ``refusal`` in its output, else it must succeed."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(cwd), *filter(None, [env.get("PYTHONPATH")])])
     env.update(extra_env or {})
@@ -152,8 +154,36 @@ def _run(cmd, cwd: Path, log: Path, extra_env=None) -> None:
         code = subprocess.run(cmd, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT).returncode
     text = log.read_text()
     print("".join("    " + line + "\n" for line in text.splitlines() if line.startswith("  ")), end="", flush=True)
+    if code != 0 and refusal is not None and refusal in text:
+        return False
     if code != 0:
         raise SystemExit(f"error: {' '.join(map(str, cmd))} failed in {cwd} (exit {code}):\n{text[-3000:]}")
+    return True
+
+
+INSTANCES_ONLY = "bake to Instances only"  # the keyframe bake's refusal of instancers (addon/blender/job.py)
+
+
+def _bake_scene(tree: Path, scene: Path, out: Path, frame_args, device_args, log: Path) -> None:
+    """Bake ``scene`` with ``tree``'s CLI and store what it made in ``out/<scene>.npz``: every F-curve
+    key, or for a scene that bakes to instances only, the bytes of its point cache."""
+    this = Path(__file__).resolve()
+    baked = out / f"{scene.stem}.blend"
+    cli = [sys.executable, str(tree / "addon" / "cli.py"), "--scene", str(scene), *frame_args, *device_args,
+           "--output", str(baked)]
+    if _run(cli, tree, log, refusal=INSTANCES_ONLY):
+        _run([sys.executable, str(this), "--read-keys", str(baked), str(out / f"{scene.stem}.npz")], ROOT,
+             log.with_suffix(".keys.log"))
+        return
+    import numpy as np
+
+    cache = out / f"{scene.stem}_cache"
+    _run(cli + ["--bake-mode", "instances", "--cache-folder", str(cache)], tree, log)
+    files = sorted(cache.glob("*.pc2"))
+    if len(files) != 1:
+        raise SystemExit(f"error: {scene.name}: expected one point cache in {cache}, found {len(files)}")
+    np.savez(out / f"{scene.stem}.npz", pc2=np.fromfile(files[0], dtype=np.uint8))
+    print(f"      instances: {files[0].stat().st_size:,} bytes of point cache", flush=True)
 
 
 def _differences(label: str, before: Path, after: Path) -> list[str]:
@@ -220,15 +250,11 @@ def compare(commit: str, blender: bool, frames: int, device: str | None, keep: b
                 for label, tree in trees.items():
                     out = work / label.replace(" ", "_") / "blender"
                     out.mkdir(parents=True, exist_ok=True)
-                    baked = out / f"{scene.stem}.blend"
                     frame_args = ["--frames", "1", str(frames)] if frames > 0 else []
                     print(f"bake {scene.name} at the {label}", flush=True)
                     start = time.perf_counter()
                     # the scene file of the working tree for both: the engines are compared, not the files
-                    _run([sys.executable, str(tree / "addon" / "cli.py"), "--scene", str(scene), *frame_args,
-                          *device_args, "--output", str(baked)], tree, work / f"bake_{scene.stem}_{label[0]}.log")
-                    _run([sys.executable, str(this), "--read-keys", str(baked), str(out / f"{scene.stem}.npz")],
-                         ROOT, work / f"keys_{scene.stem}_{label[0]}.log")
+                    _bake_scene(tree, scene, out, frame_args, device_args, work / f"bake_{scene.stem}_{label[0]}.log")
                     print(f"    {time.perf_counter() - start:.0f} s", flush=True)
                 before = work / "commit" / "blender" / f"{scene.stem}.npz"
                 after = work / "working_tree" / "blender" / f"{scene.stem}.npz"
@@ -248,7 +274,7 @@ def compare(commit: str, blender: bool, frames: int, device: str | None, keep: b
         for line in differences:
             print("  " + line)
         return 1
-    parts = "core scenes" + (f" and sample scenes' keys ({'scene ranges' if frames <= 0 else f'frames 1-{frames}'})"
+    parts = "core scenes" + (f" and sample scenes' keys or point caches ({'scene ranges' if frames <= 0 else f'frames 1-{frames}'})"
                              if blender else "")
     print(f"IDENTICAL to {commit} ({sha[:10]}), bit for bit: {parts}")
     return 0
