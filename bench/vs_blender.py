@@ -41,6 +41,7 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-ben
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
+from addon.core.settings import ROLE_DYNAMIC, ROLE_STATIC  # noqa: E402
 from bench.machine import cpu_model  # noqa: E402
 
 FRICTION = 0.5
@@ -274,11 +275,11 @@ def set_our_roles(scene, cubes, ground, device: str, radius: float | None = None
     """Our add-on's settings for the same scene: cubes dynamic, ground static, same materials."""
     for obj in cubes:
         p = obj.prb
-        p.role = "DYNAMIC"
+        p.role = ROLE_DYNAMIC
         p.mass_mode, p.density = "DENSITY", DENSITY
         p.friction, p.bounciness = FRICTION, BOUNCINESS
         p.linear_damping, p.angular_damping = LINEAR_DAMPING, ANGULAR_DAMPING
-    ground.prb.role = "STATIC"
+    ground.prb.role = ROLE_STATIC
     ground.prb.friction, ground.prb.bounciness = FRICTION, BOUNCINESS
     s = scene.prb_settings
     s.use_scene_frame_range = True

@@ -54,6 +54,8 @@ ROOT = HERE.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from addon.core.settings import ROLE_DYNAMIC, ROLE_IGNORED, ROLE_STATIC  # noqa: E402
+
 SCENES = ("dice", "towers", "mixed", "ramp", "scatter")
 FPS = 24
 # Bounciness (restitution) of every object: a little bounce, about right for wooden blocks. (It was
@@ -375,14 +377,14 @@ def add_ground(size=200.0, friction=0.5, name="Ground"):
     me = mesh_from_pydata(name, [(-h, -h, 0), (h, -h, 0), (h, h, 0), (-h, h, 0)], [(0, 1, 2, 3)])
     me.materials.append(material("Ground", color=(0.42, 0.43, 0.45), roughness=0.8))
     obj = add_object(name, me)
-    set_prb(obj, role="STATIC", friction=friction, bounciness=BOUNCINESS)
+    set_prb(obj, role=ROLE_STATIC, friction=friction, bounciness=BOUNCINESS)
     # a much larger plane just below it, only for the picture (no horizon edge in the renders)
     far = 2000.0
     backdrop = add_object("Backdrop", mesh_from_pydata("Backdrop", [(-far, -far, -0.01), (far, -far, -0.01),
                                                                     (far, far, -0.01), (-far, far, -0.01)],
                                                        [(0, 1, 2, 3)]))
     backdrop.data.materials.append(me.materials[0])
-    set_prb(backdrop, role="IGNORED")
+    set_prb(backdrop, role=ROLE_IGNORED)
     return obj
 
 
@@ -418,7 +420,7 @@ def add_camera_and_lights(location, target, lens=35.0, sun_rotation=(math.radian
     bg.inputs["Strength"].default_value = 0.35
     scene.world = world
     for obj in (cam_obj, bpy.data.objects["Sun"]):
-        set_prb(obj, role="IGNORED")
+        set_prb(obj, role=ROLE_IGNORED)
     return cam_obj
 
 
@@ -451,7 +453,7 @@ def build_dice(count: int = 1000, column_height: int = 10, frame_end: int = 250,
     names = []
     for i, p in enumerate(positions):
         obj = add_object(f"Die.{i:04d}", mesh, location=tuple(p), collection=coll, color=palette_color(rng))
-        set_prb(obj, role="DYNAMIC", friction=friction, bounciness=BOUNCINESS, mass_mode="DENSITY", density=1000.0)
+        set_prb(obj, role=ROLE_DYNAMIC, friction=friction, bounciness=BOUNCINESS, mass_mode="DENSITY", density=1000.0)
         names.append(obj.name)
     add_ground(size=max(200.0, 4 * float(np.ptp(positions[:, :2], axis=0).max())), friction=friction)
     span = float(max(np.ptp(positions[:, 0]), np.ptp(positions[:, 1]))) + 2
@@ -510,7 +512,7 @@ def build_towers(sizes=TOWER_SIZES, target: int = 1, frame_end: int = 120, speed
         color = tuple(min(1.0, c * shade) for c in tower_colors[t])
         obj = add_object(f"Tower{t + 1}.{len(towers.get(t, [])):03d}", mesh, location=p, collection=colls[t],
                          color=color)
-        set_prb(obj, role="DYNAMIC", friction=0.6, bounciness=BOUNCINESS, mass_mode="DENSITY", density=500.0)
+        set_prb(obj, role=ROLE_DYNAMIC, friction=0.6, bounciness=BOUNCINESS, mass_mode="DENSITY", density=500.0)
         towers.setdefault(t, []).append(obj.name)
     # the projectile: thrown from the camera's side (-y) along +y at the target tower's upper part
     xs = [p[0] for t, p in layout if t == target]
@@ -524,7 +526,7 @@ def build_towers(sizes=TOWER_SIZES, target: int = 1, frame_end: int = 120, speed
     pmesh = cube_mesh("Projectile")
     pmesh.materials.append(material("Projectile", color=(0.9, 0.12, 0.08), roughness=0.3))
     proj = add_object("Projectile", pmesh, location=(tx, y0, z0))
-    set_prb(proj, role="DYNAMIC", friction=0.6, bounciness=BOUNCINESS, mass_mode="DENSITY",
+    set_prb(proj, role=ROLE_DYNAMIC, friction=0.6, bounciness=BOUNCINESS, mass_mode="DENSITY",
             density=500.0 * projectile_mass_ratio, initial_velocity=(0.0, speed, vz))
     add_ground(friction=0.6)
     xs_all = [p[0] for _, p in layout]
@@ -557,7 +559,7 @@ def build_mixed(count: int = 300, frame_end: int = 200, bowl_radius: float = 6.0
         me.materials.append(shared)
     bowl = add_object("Bowl", bowl_mesh("Bowl", radius=bowl_radius, depth=bowl_depth))
     bowl.data.materials.append(material("Bowl", color=(0.8, 0.78, 0.72), roughness=0.3))
-    set_prb(bowl, role="STATIC", friction=0.4, bounciness=BOUNCINESS)
+    set_prb(bowl, role=ROLE_STATIC, friction=0.4, bounciness=BOUNCINESS)
     # layers of shapes on a square grid inside the bowl's rim, starting above it; the pitch is the
     # largest bounding-sphere diameter, so no two shapes touch at the start whatever their rotation
     scales = {"suzanne": 0.38}
@@ -585,7 +587,7 @@ def build_mixed(count: int = 300, frame_end: int = 200, bowl_radius: float = 6.0
         obj = add_object(f"{kind.title()}.{k:03d}", meshes[kind], location=(x, y, z), rotation=rot,
                          collection=coll, color=color)
         obj.scale = (scale,) * 3
-        set_prb(obj, role="DYNAMIC", friction=0.5, bounciness=BOUNCINESS, mass_mode="DENSITY", density=800.0)
+        set_prb(obj, role=ROLE_DYNAMIC, friction=0.5, bounciness=BOUNCINESS, mass_mode="DENSITY", density=800.0)
         names.append(obj.name)
     add_ground(friction=0.5)
     top = bowl_depth + 1.2 + ((count - 1) // len(xy)) * pitch
@@ -622,10 +624,10 @@ def build_ramp(frictions=RAMP_FRICTIONS, angle_deg: float = 30.0, ramp_length: f
         [(0, 1, 2, 3), (7, 6, 5, 4), (1, 5, 6, 2), (0, 4, 5, 1), (3, 2, 6, 7), (0, 3, 7, 4)])
     ramp_mesh.materials.append(material("Ramp", color=(0.45, 0.28, 0.15), roughness=0.8))
     ramp = add_object("Ramp", ramp_mesh)
-    set_prb(ramp, role="STATIC", friction=1.0, bounciness=BOUNCINESS)
+    set_prb(ramp, role=ROLE_STATIC, friction=1.0, bounciness=BOUNCINESS)
     stairs = add_object("Stairs", stairs_mesh("Stairs", stair_steps, stair_d, stair_h, width))
     stairs.data.materials.append(ramp_mesh.materials[0])
-    set_prb(stairs, role="STATIC", friction=1.0, bounciness=BOUNCINESS)
+    set_prb(stairs, role=ROLE_STATIC, friction=1.0, bounciness=BOUNCINESS)
     add_ground(friction=0.8)
     cube = cube_mesh("RampCube")
     cube.materials.append(material("RampCubes", from_object=True, roughness=0.4))
@@ -648,7 +650,7 @@ def build_ramp(frictions=RAMP_FRICTIONS, angle_deg: float = 30.0, ramp_length: f
             p = top_low - downhill * (ramp_length - along) + normal * 0.51 + mathutils.Vector((0, y, 0))
             obj = add_object(f"Cube_mu{mu:g}.{len(names.get(mu, []))}", cube, location=tuple(p),
                              rotation=tuple(rot.to_euler()), color=colors[k % 4])
-            set_prb(obj, role="DYNAMIC", friction=mu, bounciness=BOUNCINESS, mass_mode="DENSITY", density=1000.0)
+            set_prb(obj, role=ROLE_DYNAMIC, friction=mu, bounciness=BOUNCINESS, mass_mode="DENSITY", density=1000.0)
             names.setdefault(mu, []).append(obj.name)
     add_camera_and_lights((5.0, -18.0, 7.5), (-0.5, 0.0, 2.8), lens=28.0)
     set_scene_settings(scene, frame_end=frame_end)
@@ -739,7 +741,7 @@ def build_scatter(side: float = 6.0, layers: int = 14, layer_gap: float = 0.9, t
         mesh = rock_mesh(name, rock_size, squash, seed=seed + k)
         mesh.materials.append(material(name, color=color, roughness=0.9))
         rock = add_object(name, mesh, location=(0.0, 0.0, -10.0), collection=rocks)
-        set_prb(rock, role="IGNORED")
+        set_prb(rock, role=ROLE_IGNORED)
         extent = max(extent, max(v.co.length for v in mesh.vertices) * 2)
     bpy.context.view_layer.layer_collection.children["Rocks"].exclude = True
     verts, faces = [], []
@@ -751,7 +753,7 @@ def build_scatter(side: float = 6.0, layers: int = 14, layer_gap: float = 0.9, t
     scatter = add_object("Scatter", mesh_from_pydata("Scatter", verts, faces))
     modifier = scatter.modifiers.new("Scatter", "NODES")
     modifier.node_group = scatter_node_group("Scatter Rocks", rocks, 1.05 * extent, density, seed)
-    set_prb(scatter, role="DYNAMIC", friction=0.7, bounciness=BOUNCINESS, mass_mode="DENSITY", density=2500.0)
+    set_prb(scatter, role=ROLE_DYNAMIC, friction=0.7, bounciness=BOUNCINESS, mass_mode="DENSITY", density=2500.0)
     add_ground(friction=0.7)
     top = 1.0 + (layers - 1) * layer_gap
     add_camera_and_lights((1.5 * side + 6, -2.0 * side - 8, 0.5 * top + 4), (0.0, 0.0, 0.35 * top), lens=35.0)
