@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from addon.core import point_cache  # noqa: E402
+from addon.core.rotations import axis_angle_quaternions  # noqa: E402
 
 
 def machine() -> dict:
@@ -59,14 +60,11 @@ def made_up_poses(bodies: int, seed: int = 0):
     start = np.stack([idx % side, (idx // side) % side, idx // (side * side)], 1) * 1.5 + 1.0
     velocity = rng.normal(size=(bodies, 3))
     axis = rng.normal(size=(bodies, 3))
-    axis /= np.linalg.norm(axis, axis=1, keepdims=True)
     spin = rng.uniform(0, 6, size=bodies)
 
     def pose(t: float):
         positions = start + velocity * t + np.array([0.0, 0.0, -4.9]) * t * t
-        half = spin * t / 2
-        q = np.concatenate([np.cos(half)[:, None], axis * np.sin(half)[:, None]], 1)
-        return positions, q
+        return positions, axis_angle_quaternions(axis, spin * t)
     return start, pose
 
 
