@@ -103,26 +103,36 @@ typedef struct {
     float3 lattice_normal;  // the surface's gradient in that lattice's frame
 } SurfaceContact;
 
-// Particle p (body bp, centre x_p, material mat_p) against body bq's surface. p's friction spring
-// with bq is kept in p's history under key key_base + bq. Both bodies of a pair call this with the
-// same arguments and get the same result.
-inline SurfaceContact surface_contact(
-    int p, float3 x_p, int bp, int mat_p, int bq, int mat_q, int key_base, ContactConstants cc, BodyFields f,
-    NeighbourState ns, __global const float4 *body_orientation, __global const float2 *body_contact_mass,
+// Where particle p's centre x_p lies against body bq's surface: touching (phi < radius), and
+// phi, the world outward normal, bq's lattice orientation and the gradient in its frame.
+inline SurfaceContact surface_probe(float3 x_p, int bq, ContactConstants cc, BodyFields f, NeighbourState ns,
+                                    __global const float4 *body_orientation, float *phi, float3 *outward)
+{
+    SurfaceContact out;
+    out.touching = false;
+    float3 gradient;
+    float4 frame;
+    if (!sdf_sample(f, bq, x_p, ns.body_position, body_orientation, phi, &gradient, &frame)) return out;
+    float norm = length(gradient);
+    if (!(*phi < cc.radius && norm > 0.0f)) return out;
+    out.touching = true;
+    *outward = quat_rotate(frame, gradient / norm);
+    out.frame = frame;
+    out.lattice_normal = gradient;
+    return out;
+}
+
+// The contact law of particle p (body bp, centre x_p, material mat_p) against body bq's surface,
+// found by surface_probe (phi, outward): fills the force, couple, point and spring of *c. p's
+// friction spring with bq is kept in p's history under key key_base + bq. Both bodies of a pair
+// call this with the same arguments and get the same result.
+inline void surface_law(
+    SurfaceContact *c, float phi, float3 outward, int p, float3 x_p, int bp, int mat_p, int bq, int mat_q,
+    int key_base, ContactConstants cc, NeighbourState ns, __global const float2 *body_contact_mass,
     __global const float *pair_damping_ratio, __global const float *pair_friction,
     __global const float *pair_rolling, const int stride, __global const int *history_key_in,
     __global const float4 *history_xi_in)
 {
-    SurfaceContact out;
-    out.touching = false;
-    float phi;
-    float3 gradient;
-    float4 frame;
-    if (!sdf_sample(f, bq, x_p, ns.body_position, body_orientation, &phi, &gradient, &frame)) return out;
-    float norm = length(gradient);
-    if (!(phi < cc.radius && norm > 0.0f)) return out;
-    out.touching = true;
-    float3 outward = quat_rotate(frame, gradient / norm);
     float3 n = -outward;  // from p towards bq
     float3 point = x_p - phi * outward;
     float3 arm = point - x_p;
@@ -146,30 +156,28 @@ inline SurfaceContact surface_contact(
     float3 force = contact_law(cc, n, arm, cc.radius - phi, v_p, w_p, v_q, w_q,
                                contact_mass(bp, body_contact_mass), contact_mass(bq, body_contact_mass),
                                mat_p, mat_q, pair_damping_ratio, pair_friction, pair_rolling, &xi, &couple);
-    out.force = 0.5f * force;
-    out.couple = 0.5f * couple;
-    out.point = point;
-    out.xi = xi;
-    out.frame = frame;
-    out.lattice_normal = gradient;
-    return out;
+    c->force = 0.5f * force;
+    c->couple = 0.5f * couple;
+    c->point = point;
+    c->xi = xi;
 }
 
-#define SURFACE_CACHE 8
-
-// Particle i's own surface contacts, one per other body, evaluated at the first pair with that
-// body and recorded in i's friction history.
+// Particle i's own surface contacts with the other bodies it has met so far (up to 2 SURFACE_CACHE
+// bodies, the contacts of up to SURFACE_CACHE touched ones, body_sdf's SURFACE_CONTACTS_KEPT),
+// evaluated at the first pair with that body; the touched ones are recorded in i's friction history.
 typedef struct {
-    int count;
-    int body[SURFACE_CACHE];
+    int count;                        // bodies met
+    int touched;                      // contacts kept
+    int body[2 * SURFACE_CACHE];
+    int contact_of[2 * SURFACE_CACHE];  // index into contact, -1: not touching
     SurfaceContact contact[SURFACE_CACHE];
 } SurfaceCache;
 
 // The pair (i, j), j of another body with a field, centres closer than PAIR_REACH radii: adds to
 // i's force and torque (about i's centre) the pair's share of i's contact with j's body minus its
-// share of j's contact with i's body.
+// share of j's contact with i's body. frame_i: the world orientation of i's body's lattice.
 inline void surface_pair(
-    int j, float3 p_j, int body_j, int mat_j, int i, float3 p_i, int body_i, int mat_i, bool asleep_i,
+    int j, float3 p_j, int body_j, int mat_j, int i, float3 p_i, int body_i, float4 frame_i, int mat_i, bool asleep_i,
     int key_base, ContactConstants cc, BodyFields f, NeighbourState ns, __global const float4 *body_orientation,
     __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
     __global const float *pair_friction, __global const float *pair_rolling, const int stride,
@@ -177,31 +185,39 @@ inline void surface_pair(
     __global int *new_key, __global float4 *new_xi, int *slots_used, SurfaceCache *cache,
     __global int *body_touched_out, float3 *force, float3 *torque)
 {
-    int slot = -1;
+    int met = -1;
     for (int c = 0; c < cache->count; ++c)
-        if (cache->body[c] == body_j) slot = c;
+        if (cache->body[c] == body_j) met = c;
     SurfaceContact own;
-    if (slot >= 0) {
-        own = cache->contact[slot];
+    own.touching = false;
+    if (met >= 0) {
+        if (cache->contact_of[met] >= 0) own = cache->contact[cache->contact_of[met]];
     } else {
-        own = surface_contact(i, p_i, body_i, mat_i, body_j, mat_j, key_base, cc, f, ns, body_orientation,
-                              body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling, stride,
-                              history_key_in, history_xi_in);
-        // more other bodies than the cache holds: the contact still acts, its spring restarts
-        if (cache->count < SURFACE_CACHE) {
+        float phi;
+        float3 outward;
+        own = surface_probe(p_i, body_j, cc, f, ns, body_orientation, &phi, &outward);
+        if (own.touching)
+            surface_law(&own, phi, outward, i, p_i, body_i, mat_i, body_j, mat_j, key_base, cc, ns, body_contact_mass,
+                        pair_damping_ratio, pair_friction, pair_rolling, stride, history_key_in, history_xi_in);
+        // beyond the cache a body is probed again at each of its pairs, and a touched one's spring
+        // restarts every substep
+        bool room = cache->count < 2 * SURFACE_CACHE;
+        bool kept = own.touching && room && cache->touched < SURFACE_CACHE;
+        if (kept || (room && !own.touching)) {
             cache->body[cache->count] = body_j;
-            cache->contact[cache->count] = own;
+            cache->contact_of[cache->count] = kept ? cache->touched : -1;
             cache->count += 1;
-            if (own.touching && *slots_used < FRICTION_SLOTS) {
+        }
+        if (kept) {
+            cache->contact[cache->touched] = own;
+            cache->touched += 1;
+            if (*slots_used < FRICTION_SLOTS) {
                 new_key[*slots_used * stride] = key_base + body_j;
                 new_xi[*slots_used * stride] = (float4)(own.xi, 0.0f);
                 *slots_used += 1;
             }
         }
     }
-    SurfaceContact theirs = surface_contact(j, p_j, body_j, mat_j, body_i, mat_i, key_base, cc, f, ns,
-                                            body_orientation, body_contact_mass, pair_damping_ratio, pair_friction,
-                                            pair_rolling, stride, history_key_in, history_xi_in);
     float diameter = 2.0f * cc.radius;
     bool touching = false;
     if (own.touching) {
@@ -213,9 +229,23 @@ inline void surface_pair(
             touching = true;
         }
     }
+    // j's contact with i's body, only where the pair may carry a share of it: a share needs j
+    // within a diameter of i along each axis of i's lattice (pair_weight), a cheaper test than the
+    // field's (the same rotation as pair_weight's, so no share is ever skipped)
+    float3 d = quat_rotate_inverse(frame_i, p_j - p_i);
+    if (!(fabs(d.x) < diameter && fabs(d.y) < diameter && fabs(d.z) < diameter)) {
+        if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
+        return;
+    }
+    float phi_j;
+    float3 outward_j;
+    SurfaceContact theirs = surface_probe(p_j, body_i, cc, f, ns, body_orientation, &phi_j, &outward_j);
     if (theirs.touching) {
         float share = pair_weight(p_j - p_i, theirs.frame, theirs.lattice_normal, diameter);
         if (share > 0.0f) {
+            surface_law(&theirs, phi_j, outward_j, j, p_j, body_j, mat_j, body_i, mat_i, key_base, cc, ns,
+                        body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling, stride, history_key_in,
+                        history_xi_in);
             float3 part = share * theirs.force;
             *force -= part;
             *torque -= cross(theirs.point - p_i, part) + share * theirs.couple;
@@ -305,6 +335,8 @@ inline void particle_contacts(
 #if SDF_CONTACTS
     SurfaceCache cache;
     cache.count = 0;
+    cache.touched = 0;
+    float4 frame_i = quat_multiply(body_orientation[body_i], fields.body_sdf_frame[body_i]);
 #endif
 
     int listed = neighbour_count[s];
@@ -344,7 +376,7 @@ inline void particle_contacts(
                 if (on_fields(fields, body_i, body_j)) {
                     if (with_contacts && dist2 < PAIR_REACH2) {
                         int j = ns.sorted_particle[k];
-                        surface_pair(j, other.xyz, body_j, ns.particle_material[j], i, p_i, body_i, mat_i,
+                        surface_pair(j, other.xyz, body_j, ns.particle_material[j], i, p_i, body_i, frame_i, mat_i,
                                      asleep_i, key_base, cc, fields, ns, body_orientation, body_contact_mass,
                                      pair_damping_ratio, pair_friction, pair_rolling, stride, history_key_in,
                                      history_xi_in, new_key, new_xi, &slots_used, &cache, body_touched_out,
@@ -373,7 +405,7 @@ inline void particle_contacts(
             if (on_fields(fields, body_i, body_j)) {
                 if (dist2 < PAIR_REACH2) {
                     int j = ns.sorted_particle[k];
-                    surface_pair(j, other.xyz, body_j, ns.particle_material[j], i, p_i, body_i, mat_i,
+                    surface_pair(j, other.xyz, body_j, ns.particle_material[j], i, p_i, body_i, frame_i, mat_i,
                                  asleep_i, key_base, cc, fields, ns, body_orientation, body_contact_mass,
                                  pair_damping_ratio, pair_friction, pair_rolling, stride, history_key_in,
                                  history_xi_in, new_key, new_xi, &slots_used, &cache, body_touched_out,

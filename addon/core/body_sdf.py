@@ -40,6 +40,10 @@ from .rotations import quaternion_to_matrix
 # the face's particles is 2.45 radii from each of them; pairs farther than 3.2 radii carry at most
 # 1.4 % of a share, and only while the contact is just touching.
 PAIR_REACH = 3.2
+# A particle keeps its contacts with the surfaces of this many bodies it touches between the pairs
+# that share them (and their friction springs between substeps); with more, the others' springs
+# restart every substep (in the 1000-cube pile no particle touches more than 5 things, ground included).
+SURFACE_CONTACTS_KEPT = 4
 # Samples per particle radius are 1 (grid spacing = radius); the grid reaches GRID_PAD radii beyond
 # the voxels, so a point within a radius of the surface has all eight corners of its cell inside.
 GRID_PAD = 2
@@ -242,4 +246,4 @@ def build_body_fields(model: Model) -> BodyFields:
     )
 
 
-__all__ = ["PAIR_REACH", "BodyFields", "build_body_fields", "pair_weight"]
+__all__ = ["PAIR_REACH", "SURFACE_CONTACTS_KEPT", "BodyFields", "build_body_fields", "pair_weight"]

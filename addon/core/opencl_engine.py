@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .body_sdf import PAIR_REACH, build_body_fields
+from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
@@ -216,7 +216,7 @@ class OpenCLEngine(StateMixin):
                    f"-DCOLLIDER_REACH={self.collider_reach / model.particle_radius!r}f",
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
-                   f"-DSDF_CONTACTS={int(self.sdf_contacts)}",
+                   f"-DSDF_CONTACTS={int(self.sdf_contacts)}", f"-DSURFACE_CACHE={SURFACE_CONTACTS_KEPT}",
                    f"-DPAIR_REACH2={float((PAIR_REACH * model.particle_radius) ** 2)!r}f",
                    "-cl-denorms-are-zero"]
         source = program_source()

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .body_sdf import PAIR_REACH, build_body_fields, pair_weight
+from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields, pair_weight
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_multiply, quaternion_to_matrix
@@ -247,7 +247,11 @@ class ReferenceEngine(StateMixin):
         b, bj = m.particle_body[i], m.particle_body[j]
         if bj not in surface:
             own = surface[bj] = self._surface_contact(i, b, bj, pos, state)
-            if own is not None and slots_out[2] < FRICTION_SLOTS:
+            # the kernel remembers 2 SURFACE_CONTACTS_KEPT bodies met and the contacts of
+            # SURFACE_CONTACTS_KEPT touched (in its own search order)
+            kept = (len(surface) <= 2 * SURFACE_CONTACTS_KEPT
+                    and sum(contact is not None for contact in surface.values()) <= SURFACE_CONTACTS_KEPT)
+            if own is not None and kept and slots_out[2] < FRICTION_SLOTS:
                 slots_out[0][slots_out[2]] = m.particle_count + bj
                 slots_out[1][slots_out[2]] = own[3]
                 slots_out[2] += 1
