@@ -224,9 +224,6 @@ class GeometrySource:
         self.instancer = instancer
         self.ordinal = ordinal
 
-    def key(self):
-        return ("geometry", self.instancer, self.ordinal)
-
 
 def body_sources(objects, links, instancer_bodies):
     """(sources, body_source, hide) for ``InstanceBake.begin``: what each body shows and what the bake hides.
@@ -241,17 +238,17 @@ def body_sources(objects, links, instancer_bodies):
             hidden.add(obj.name)
             hide.append(obj)
         instancer = getattr(link, "instancer", "")
-        if instancer:
-            mesh = instancer_bodies[instancer].meshes[link.instance_mesh]
-            if mesh.source_object:
-                key, make = ("object", mesh.source_object), (lambda name=mesh.source_object: bpy.data.objects[name])
-            else:
-                key, make = ("geometry", instancer, mesh.ordinal), (lambda m=mesh: GeometrySource(instancer, m.ordinal))
+        mesh = instancer_bodies[instancer].meshes[link.instance_mesh] if instancer else None
+        if mesh is None:
+            key = ("object", obj.name)
+        elif mesh.source_object:
+            key = ("object", mesh.source_object)
         else:
-            key, make = ("object", obj.name), (lambda o=obj: o)
+            key = ("geometry", instancer, mesh.ordinal)
         if key not in index_of:
             index_of[key] = len(sources)
-            sources.append(make())
+            sources.append(GeometrySource(instancer, mesh.ordinal) if key[0] == "geometry"
+                           else obj if mesh is None else bpy.data.objects[mesh.source_object])
         body_source.append(index_of[key])
     return sources, np.array(body_source, dtype=np.int64), hide
 
