@@ -3,7 +3,8 @@
 The conversion runs in four stages, each a function returning a small dataclass:
 
     gather_objects(dynamic, static)           -> GatheredObjects   roles applied, world matrices read
-    instancers.instances_as_items(gathered, depsgraph)             an instancer's instances become items
+    instancers.instances_as_items(gathered, depsgraph)
+                                              -> GatheredObjects   an instancer's instances become its items
     body_geometry(gathered.dynamic, depsgraph) -> BodyGeometry      evaluated mesh of each body in its own frame
     voxelize_bodies(geometry, radius, ...)    -> BodyParticles     radius chosen and checked, particles made
     add_bodies(builder, particles)            -> list[BodyLink]    bodies in the model, and how to map them back
