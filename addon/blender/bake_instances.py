@@ -513,12 +513,44 @@ def missing_at_load() -> list:
     return list(_missing_at_load)
 
 
+def missing_cache_message(name: str, path: str) -> str:
+    return (f"the instance cache of {name!r} is missing ({path}); the bodies stay at their first frame. "
+            "Bake again, or put the cache file back")
+
+
+class PRB_OT_report_missing_caches(bpy.types.Operator):
+    """Warn about instance caches whose file is missing (run after a file is opened)"""
+
+    bl_idname = "prb.report_missing_caches"
+    bl_label = "Report Missing Instance Caches"
+    bl_options = {"INTERNAL"}
+
+    def execute(self, context):
+        for name, path in _missing_at_load:
+            self.report({"WARNING"}, missing_cache_message(name, path))
+        return {"FINISHED"}
+
+
+def _report_in_window():
+    """Timer: the warning in the status bar and Info editor of the window that opened the file (a load
+    handler has no operator to report through)."""
+    try:
+        bpy.ops.prb.report_missing_caches()
+    except Exception as exc:  # a warning must never break opening a file
+        print(f"PRB: could not show the missing-cache warning: {exc}", flush=True)
+    return None
+
+
 @bpy.app.handlers.persistent
 def _check_caches_on_load(_dummy=None):
     _missing_at_load[:] = missing_caches()
     for name, path in _missing_at_load:
-        print(f"PRB: warning: the instance cache of {name!r} is missing ({path}); the bodies stay at their "
-              "first frame. Bake again, or put the cache file back.", flush=True)
+        print(f"PRB: warning: {missing_cache_message(name, path)}", flush=True)
+    if _missing_at_load and not bpy.app.background:
+        bpy.app.timers.register(_report_in_window, first_interval=0.5)
+
+
+classes = (PRB_OT_report_missing_caches,)
 
 
 def register():

@@ -301,7 +301,7 @@ def test_unwritable_cache_folder_is_refused_before_simulating(registered, blend,
     assert scene_snapshot() == before and sorted(os.listdir(blend.parent)) == files
 
 
-def test_missing_cache_warns_on_load_and_plays_the_first_frame(registered, blend):
+def test_missing_cache_warns_on_load_and_plays_the_first_frame(registered, blend, capfd):
     build_scene(blend)
     job, result = run_job(bake_mode="INSTANCES")
     first = np.array([np.array(o.matrix_world) for o in job.objects])  # hidden, still at the first frame
@@ -310,6 +310,10 @@ def test_missing_cache_warns_on_load_and_plays_the_first_frame(registered, blend
     bpy.ops.wm.save_mainfile()
     bpy.ops.wm.open_mainfile(filepath=str(blend))
     assert [name for name, _path in bake_instances.missing_at_load()] == [result.cache_object]
+    # in a window a timer runs this operator after loading: its warning goes to the status bar
+    capfd.readouterr()
+    assert bpy.ops.prb.report_missing_caches() == {"FINISHED"}
+    assert f"the instance cache of '{result.cache_object}' is missing" in capfd.readouterr().out
     played = play_without_addon(blend)  # no crash; the bodies stay where they started
     got = np.array([m for _n, m in played[f"{float(FRAMES[1])}"]])
     np.testing.assert_allclose(got, first, atol=2e-5)
