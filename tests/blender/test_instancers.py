@@ -366,3 +366,19 @@ def test_the_sidebar_counts_instances_and_says_a_scatter_needs_instances(registe
     assert f"Scatter: {count:,} instances bake to Instances only" in labels
     settings.bake_mode = "INSTANCES"
     assert not any("bake to Instances only" in text for text in _sidebar_labels())
+
+
+def test_bake_to_suggests_instances_above_ten_thousand_bodies(registered):
+    fresh_scene(1, 2)
+    scene = bpy.context.scene
+
+    def labels(bodies, mode, scatters=None):
+        scene.prb_settings.bake_mode = mode
+        out = []
+        bake_instances.draw_bake_to(_Layout(out), scene, bodies, scatters)
+        return out
+
+    assert labels(10_001, "KEYFRAMES") == ["10,001 bodies: Bake To Instances is lighter"]
+    assert labels(10_000, "KEYFRAMES") == []
+    assert labels(50_000, "INSTANCES") == []
+    assert labels(50_000, "KEYFRAMES", {"Scatter": 50_000}) == ["Scatter: 50,000 instances bake to Instances only"]
