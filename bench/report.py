@@ -167,6 +167,19 @@ def instances_table(names: list[str]) -> str:
     return rows(head, body) + "\n" + "".join(sources)
 
 
+def instances_convert_table(name: str) -> str:
+    r = load(name)
+    m = r["machine"]
+    body = [[f"{run['size_spread']:g}", f"{run['bodies']:,}", f"{run['particles']:,}", run["distinct_meshes"],
+             run["voxelizations"], f"{run['seconds']:.1f}",
+             ", ".join(f"{k} {v:.2f}" for k, v in run["stage_seconds"].items() if k in ("instances", "geometry",
+                                                                                       "voxelize", "bodies"))]
+            for run in r["runs"]]
+    head = ["size spread", "bodies", "particles", "meshes", "voxelizations", "seconds", "of which (s)"]
+    load_avg = m.get("load_average_1_5_15_min", ["?"])[0]
+    return rows(head, body) + "\n" + source(name, f"{m['cpu']}, {m['cores']} cores, bpy {r['bpy']}, load {load_avg:.1f}")
+
+
 TABLES = {
     "engine_h100": lambda: engine_table("engine_h100.json"),
     "engine_cpu": lambda: engine_table("engine_cpu_2core.json"),
@@ -177,6 +190,7 @@ TABLES = {
     "bake_keys": lambda: bake_keys_table(["bake_keys.json", "bake_keys_1k_epyc.json", "bake_keys_10k.json"]),
     "bake_rebake_clear": lambda: rebake_table("bake_rebake_clear_10k.json"),
     "convert": lambda: convert_table("convert.json"),
+    "instances_convert": lambda: instances_convert_table("instances_convert_100k_cpu.json"),
     "instances": lambda: instances_table(["instances_100k_cpu.json", "instances_100k_cpu_bpy4.2.json",
                                            "instances_100k_cpu_load9.json"]),
 }

@@ -680,9 +680,10 @@ def _socket(sockets, identifier):
     return next(s for s in sockets if s.identifier == identifier)
 
 
-def scatter_node_group(name, rocks, distance, density, seed):
+def scatter_node_group(name, rocks, distance, density, seed, size_spread=0.0):
     """Distribute Points on Faces (Poisson disk: points at least ``distance`` apart) + Instance on Points
-    of a random child of ``rocks`` with a random rotation: the scatter a user builds by hand."""
+    of a random child of ``rocks`` with a random rotation (and, with ``size_spread``, a random size of
+    1 +- size_spread): the scatter a user builds by hand."""
     bpy = _bpy()
     group = bpy.data.node_groups.new(name, "GeometryNodeTree")
     group.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
@@ -714,20 +715,29 @@ def scatter_node_group(name, rocks, distance, density, seed):
     instance.inputs["Pick Instance"].default_value = True
     links.new(_socket(which.outputs, "Value_002"), instance.inputs["Instance Index"])
     links.new(_socket(turn.outputs, "Value"), instance.inputs["Rotation"])
+    if size_spread:
+        size = nodes.new("FunctionNodeRandomValue")
+        size.data_type = "FLOAT"
+        _socket(size.inputs, "Min_001").default_value = 1.0 - size_spread
+        _socket(size.inputs, "Max_001").default_value = 1.0 + size_spread
+        _socket(size.inputs, "Seed").default_value = seed + 3
+        links.new(_socket(size.outputs, "Value_001"), instance.inputs["Scale"])
     links.new(instance.outputs["Instances"], group_out.inputs[0])
     return group
 
 
 def build_scatter(side: float = 6.0, layers: int = 14, layer_gap: float = 0.9, taper: float = 0.7,
                   rock_size: float = 0.6, density: float = 10.0, frame_end: int = 120, seed: int = 20,
-                  particle_radius: float = 0.05, roundness: float = 0.0):
+                  particle_radius: float = 0.05, roundness: float = 0.0, size_spread: float = 0.0):
     """Rocks scattered by geometry nodes on ``layers`` squares ``layer_gap`` apart from 1 m up, the lowest
     ``side`` metres wide, each higher one narrower (the top one by ``taper``): a heap of rocks in the
     air that falls into a pile. About ``density`` rocks per square metre, fewer where the Poisson disk
     (distance 1.05 x the largest rock's extent) leaves no room. The rocks are instances of the objects
     in the collection "Rocks" (excluded from the view layer, role Ignored); the Dynamic object
     "Scatter" carries the physics settings of all of them. ``roundness`` 1 makes every rock as round
-    as the round one (fewer particles per rock for a given radius: the 100k-rock picture)."""
+    as the round one (fewer particles per rock for a given radius: the 100k-rock picture);
+    ``size_spread`` 0.2 gives each rock a random size of 0.8 to 1.2 (the Poisson distance then
+    follows the largest size)."""
     bpy = _bpy()
     scene = reset_file()
     rocks = bpy.data.collections.new("Rocks")
@@ -752,7 +762,8 @@ def build_scatter(side: float = 6.0, layers: int = 14, layer_gap: float = 0.9, t
         faces.append(tuple(range(4 * k, 4 * k + 4)))
     scatter = add_object("Scatter", mesh_from_pydata("Scatter", verts, faces))
     modifier = scatter.modifiers.new("Scatter", "NODES")
-    modifier.node_group = scatter_node_group("Scatter Rocks", rocks, 1.05 * extent, density, seed)
+    modifier.node_group = scatter_node_group("Scatter Rocks", rocks, 1.05 * extent * (1.0 + size_spread), density,
+                                             seed, size_spread)
     set_prb(scatter, role=ROLE_DYNAMIC, friction=0.7, bounciness=BOUNCINESS, mass_mode="DENSITY", density=2500.0)
     add_ground(friction=0.7)
     top = 1.0 + (layers - 1) * layer_gap
