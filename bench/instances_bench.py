@@ -3,6 +3,7 @@ Blender takes to evaluate one frame of the result (target <= 40 ms at 100k bodie
 
     python bench/instances_bench.py --out bench/results/instances_100k_cpu.json   # 100k bodies x 250 frames
     python bench/instances_bench.py --bodies 10000 --frames 50 --out /tmp/x.json
+    python bench/instances_bench.py --baked pile_baked.blend --out /tmp/pile.json   # a real bake's file
 
 The poses are made up (bodies falling and tumbling in a block), not simulated: this measures the cache,
 not the engine (bench/instances_gpu_bench.py times both together). Write phase: the core alone
@@ -173,12 +174,46 @@ def blender_phase(folder: str, cache_path: str, bodies: int, frames: int, sample
                 instances=count)
 
 
+def baked_phase(path: str) -> dict:
+    """Frame evaluation of a file baked to instances (e.g. by tools/pile_picture.py), opened as it is."""
+    import bpy
+
+    bpy.ops.wm.open_mainfile(filepath=path, load_ui=False)
+    scene = bpy.context.scene
+    caches = [o for o in scene.objects if o.name.startswith("PRB Instances")]
+    if len(caches) != 1:
+        raise SystemExit(f"{path}: expected one instance bake, found {len(caches)}")
+    first, last = int(scene.frame_start), int(scene.frame_end)
+    scene.frame_set(first)
+    checked = sorted(set(np.linspace(first + 1, last, 12).astype(int).tolist()))
+    eval_ms, eval_cpu_ms = [], []
+    for frame in checked:
+        t0, c0 = time.perf_counter(), time.process_time()
+        scene.frame_set(frame)
+        eval_ms.append(1e3 * (time.perf_counter() - t0))
+        eval_cpu_ms.append(1e3 * (time.process_time() - c0))
+    deps = bpy.context.evaluated_depsgraph_get()
+    count = sum(1 for inst in deps.object_instances if inst.is_instance and inst.parent.original == caches[0])
+    return dict(bpy=bpy.app.version_string, baked_file=os.path.basename(path), instances=count, frames_timed=checked,
+                frame_eval_ms=[round(x, 1) for x in eval_ms], frame_eval_ms_median=round(float(np.median(eval_ms)), 1),
+                frame_eval_ms_max=round(max(eval_ms), 1), frame_eval_cpu_ms=[round(x, 1) for x in eval_cpu_ms],
+                frame_eval_cpu_ms_median=round(float(np.median(eval_cpu_ms)), 1))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bodies", type=int, default=100_000)
     ap.add_argument("--frames", type=int, default=250)
+    ap.add_argument("--baked", help="only time the frame evaluation of this file baked to instances")
     ap.add_argument("--out", default=str(ROOT / "out" / "instances_bench.json"))
     args = ap.parse_args()
+    if args.baked:
+        result = dict(benchmark="instances_bench", machine=machine(), target_frame_eval_ms=40.0,
+                      **baked_phase(os.path.abspath(args.baked)))
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        print(json.dumps(result, indent=1))
+        return
     folder = tempfile.mkdtemp(prefix="prb-instances-bench-")
     try:
         cache_path = os.path.join(folder, "bench.pc2")
