@@ -382,3 +382,24 @@ def test_bake_to_suggests_instances_above_ten_thousand_bodies(registered):
     assert labels(10_000, "KEYFRAMES") == []
     assert labels(50_000, "INSTANCES") == []
     assert labels(50_000, "KEYFRAMES", {"Scatter": 50_000}) == ["Scatter: 50,000 instances bake to Instances only"]
+
+
+def test_the_modal_bake_of_a_scatter_leaves_the_scatter_object_in_place(registered, blend, monkeypatch):
+    """The live view moves the bodies' own objects while the modal operator runs; a scatter's bodies are
+    its instances, so the scatter object itself must stay where it is (and the bake still completes)."""
+    from addon.blender import operators
+    from test_bake_paths import _Event, _WindowContext, _operator
+
+    monkeypatch.setattr(operators, "STEP_BUDGET", 0.0)  # one frame per timer event
+    scatter = scatter_scene(blend)
+    bpy.context.scene.prb_settings.bake_mode = "INSTANCES"
+    start = np.array(scatter.matrix_world)
+    op, context = _operator(monkeypatch), _WindowContext()
+    assert op.invoke(context, _Event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
+    results = []
+    while not results or results[-1] == {"RUNNING_MODAL"}:
+        results.append(op.modal(context, _Event("TIMER")))
+        np.testing.assert_array_equal(np.array(scatter.matrix_world), start)
+        assert len(results) < 50
+    assert results[-1] == {"FINISHED"}, op.reports
+    assert len(bake_instances.cache_objects(bpy.context.scene)) == 1 and scatter.hide_viewport
