@@ -61,8 +61,10 @@ class SimulationSettings:
     device: str | None = None  # OpenCL device selector, see core.device
     # How two bodies meet: "particles", sphere against sphere along the line of their centres;
     # "sdf", each particle against the other body's signed-distance field (core.body_sdf), so flat
-    # faces meet flat instead of settling into the hollows between the particles below.
-    contact_geometry: str = "sdf"
+    # faces meet flat instead of settling into the hollows between the particles below. "sdf" costs
+    # about 2x the CPU time and 4-7x the GPU time in dense piles, and its 1000-cube pile ends
+    # further from Newton's (docs/experiments/contact-solve.md, E6): an opt-in for flat faces.
+    contact_geometry: str = "particles"
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
