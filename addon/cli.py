@@ -81,7 +81,7 @@ _not_negative.__name__ = "number"
 
 def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     """The bake options, shared by the --python script and `blender --command particle_bodies bake`."""
-    from .core.settings import ConversionSettings, SimulationSettings
+    from .core.settings import CONTACT_GEOMETRIES, ConversionSettings, SimulationSettings
 
     defaults, limits = SimulationSettings(), ConversionSettings()
     p.add_argument("--scene", help=".blend file to open (default inside Blender: the file Blender opened)")
@@ -96,6 +96,10 @@ def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--step", type=_count(1), help="key every Nth frame")
     p.add_argument("--substeps", type=_count(1), help="substeps per frame (default: automatic)")
     p.add_argument("--radius", type=_positive, help="particle radius (default: automatic)")
+    p.add_argument("--contact-geometry", choices=CONTACT_GEOMETRIES,
+                   help=f"how bodies meet: particles (fast) or sdf (flat faces: a cube across a joint rests within "
+                        f"1 mm and offset rows do not nest; about 2x the CPU time, 4-7x on a GPU, in dense piles); "
+                        f"default {defaults.contact_geometry} or the scene's setting")
     p.add_argument("--sleep-speed", type=_not_negative, metavar="M_PER_S",
                    help=f"bodies slower than this for --sleep-time seconds stop until hit (0: never; default "
                         f"{defaults.sleep_speed:g} or the scene's setting)")
@@ -249,7 +253,8 @@ def bake(args) -> int:
         options = BakeOptions.from_scene(
             scene, frame_start=frames[0], frame_end=frames[1], frame_step=args.step, substeps=args.substeps,
             radius=args.radius, device=args.device, backend=args.backend, max_particles=args.max_particles,
-            sleep_speed=args.sleep_speed, sleep_time=args.sleep_time, bake_mode=args.bake_mode.upper(),
+            sleep_speed=args.sleep_speed, sleep_time=args.sleep_time, contact_geometry=args.contact_geometry,
+            bake_mode=args.bake_mode.upper(),
             cache_folder=os.path.abspath(args.cache_folder or os.path.join(os.path.dirname(out), "prb_cache")))
         progress = ProgressPrinter(sys.stderr)
         job = BakeJob(context, dynamic, static, options, log=job_module.print_log, progress=progress)

@@ -22,8 +22,8 @@ import numpy as np
 from . import bake, instancers
 from ..core.opencl_engine import estimate_device_memory
 from ..core.rotations import pose_matrices
-from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_STATIC, ConversionSettings,
-                             SimulationSettings)
+from ..core.settings import (CONTACT_GEOMETRIES, ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_STATIC,
+                             ConversionSettings, SimulationSettings)
 
 BAKE_MODES = ("KEYFRAMES", "INSTANCES")
 _SIMULATION = SimulationSettings()
@@ -42,6 +42,7 @@ class BakeOptions:
     substeps: int | None = None  # per frame; None: automatic
     radius: float | None = None  # None: automatic
     target_penetration: float = _SIMULATION.target_penetration
+    contact_geometry: str = _SIMULATION.contact_geometry  # how bodies meet: "particles" or "sdf" (flat faces)
     sleep_speed: float = _SIMULATION.sleep_speed  # m/s; 0: bodies never sleep
     sleep_time: float = _SIMULATION.sleep_time  # s
     device: str | None = None  # OpenCL device selector; None: automatic
@@ -65,6 +66,7 @@ class BakeOptions:
                 substeps=s.substeps if s.substeps_mode == "MANUAL" else None,
                 radius=s.particle_radius if s.radius_mode == "MANUAL" else None,
                 target_penetration=s.target_penetration,
+                contact_geometry=s.contact_geometry,
                 sleep_speed=s.sleep_speed if s.use_sleep else 0.0,
                 sleep_time=s.sleep_time,
                 device=device,
@@ -86,6 +88,9 @@ class BakeOptions:
             raise BakeError(f"sleep speed must be 0 (never sleep) or more, got {self.sleep_speed}")
         if not self.sleep_time > 0:
             raise BakeError(f"sleep time must be more than 0 s, got {self.sleep_time}")
+        if self.contact_geometry not in CONTACT_GEOMETRIES:
+            raise BakeError(f"contact geometry must be one of {', '.join(CONTACT_GEOMETRIES)}, "
+                            f"got {self.contact_geometry!r}")
         if self.bake_mode not in BAKE_MODES:
             raise BakeError(f"bake mode must be one of {', '.join(BAKE_MODES)}, got {self.bake_mode!r}")
         if self.substeps is not None and self.substeps < 1:
@@ -340,7 +345,8 @@ class BakeJob:
                         f"{device.label} has {format_bytes(device.global_memory)}: use larger particles or "
                         f"fewer objects")
             settings = SimulationSettings(gravity=gravity, target_penetration=opts.target_penetration,
-                                          sleep_speed=opts.sleep_speed, sleep_time=opts.sleep_time,
+                                          contact_geometry=opts.contact_geometry, sleep_speed=opts.sleep_speed,
+                                          sleep_time=opts.sleep_time,
                                           device=device.selector if device is not None else opts.device)
             try:
                 self.sim = Simulation(conv.model, settings, frame_rate=frame_rate(self.scene) / opts.frame_step,

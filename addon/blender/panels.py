@@ -199,6 +199,7 @@ class PRB_PT_scene(bpy.types.Panel):
         if s.radius_mode == "MANUAL":
             layout.prop(s, "particle_radius")
         layout.prop(s, "target_penetration")
+        layout.prop(s, "contact_geometry")
         layout.prop(s, "use_sleep")
         if s.use_sleep:
             col = layout.column(align=True)

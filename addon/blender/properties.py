@@ -20,6 +20,16 @@ ROLE_ITEMS = (
     (ROLE_IGNORED, "Ignored", "Never part of the simulation, even when selected"),
 )
 ROLE_LABELS = {identifier: label for identifier, label, _ in ROLE_ITEMS}
+# SimulationSettings.contact_geometry; the figures are issue 22's measurements
+# (docs/experiments/contact-solve.md, E6)
+CONTACT_GEOMETRY_ITEMS = (
+    ("particles", "Particles (fast)",
+     "Bodies meet particle against particle: the fastest. A face rests on the tops of the other body's "
+     "particles, so a 1 m cube across the joint of two sinks about 4.5 cm and rows of offset cubes nest"),
+    ("sdf", "Flat Faces",
+     "Each body's particles meet the other body's flat surface: a cube across a joint rests within 1 mm and "
+     "offset rows do not nest (stacks, walls, masonry). About 2x the CPU time, 4-7x on a GPU, in dense piles"),
+)
 _BAKE = BakeOptions()
 _OBJECT = ObjectSettings()
 _SIMULATION = SimulationSettings()
@@ -109,6 +119,11 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
         name="Stiffness Target", default=_SIMULATION.target_penetration, min=0.001, max=1.0, subtype="FACTOR",
         description="How far a particle may sink into another under the weight of a tall stack, as a fraction "
                     "of its radius (smaller: stiffer contacts, more substeps)")
+    contact_geometry: EnumProperty(
+        name="Contacts", default=_SIMULATION.contact_geometry, items=CONTACT_GEOMETRY_ITEMS,
+        description="How bodies meet each other (the ground and static colliders are the same either way). "
+                    "Flat Faces: faces rest flat, for stacks and walls, at about 2x the CPU time and 4-7x the GPU "
+                    "time in dense piles")
     use_sleep: BoolProperty(
         name="Sleeping", default=_SIMULATION.sleep_speed > 0 and _SIMULATION.sleep_time > 0,
         description="Let bodies that have come to rest stop exactly (Blender's rigid bodies call it deactivation); "

@@ -12,6 +12,7 @@ from prb_helpers import action_snapshot, add_cube, bpy, fresh_scene, scene_snaps
 
 from addon.blender import bake, operators  # noqa: E402
 from addon.blender.job import BakeError, BakeJob, BakeOptions, pick_objects  # noqa: E402
+from addon.core.settings import CONTACT_GEOMETRIES, SimulationSettings  # noqa: E402
 from test_bake import assert_keys_match_engine, run_job  # noqa: E402
 
 G = 9.81
@@ -289,17 +290,23 @@ def test_scene_settings_reach_the_simulation(registered):
     add_cube("Cube", (0.0, 0.0, 1.0))
     bpy.ops.object.select_all(action="DESELECT")
     s = scene.prb_settings
+    assert BakeOptions.from_scene(scene).contact_geometry == SimulationSettings().contact_geometry == "particles"
+    items = s.bl_rna.properties["contact_geometry"].enum_items
+    assert tuple(item.identifier for item in items) == CONTACT_GEOMETRIES
+    assert [item.name for item in items] == ["Particles (fast)", "Flat Faces"]
     s.use_scene_frame_range = False
     s.frame_start, s.frame_end, s.frame_step = 3, 11, 2
     s.substeps_mode, s.substeps = "MANUAL", 37
     s.radius_mode, s.particle_radius = "MANUAL", 0.05
     s.target_penetration = 0.1
+    s.contact_geometry = "sdf"  # the panel's Contacts: Flat Faces
     s.use_sleep, s.sleep_speed, s.sleep_time = True, 0.05, 0.7
     s.max_particles = 5000
     options = BakeOptions.from_scene(scene)
     assert (options.frame_start, options.frame_end, options.frame_step) == (3, 11, 2)
     assert (options.substeps, options.radius, options.target_penetration) == (37, pytest.approx(0.05), pytest.approx(0.1))
     assert (options.sleep_speed, options.sleep_time) == (pytest.approx(0.05), pytest.approx(0.7))
+    assert options.contact_geometry == "sdf"
     assert options.max_particles == 5000 and options.device is None
     dynamic, static = pick_objects(bpy.context)
     job = BakeJob(bpy.context, dynamic, static, options)
@@ -308,6 +315,7 @@ def test_scene_settings_reach_the_simulation(registered):
         settings = job.sim.settings
         assert job.sim.substeps_per_frame == 37 and job.converted.radius == pytest.approx(0.05)
         assert settings.target_penetration == pytest.approx(0.1)
+        assert settings.contact_geometry == "sdf" and job.sim.engine.sdf_contacts
         assert (settings.sleep_speed, settings.sleep_time) == (pytest.approx(0.05), pytest.approx(0.7))
         assert list(job.key_frames()) == [3, 5, 7, 9, 11]
     finally:
@@ -316,6 +324,8 @@ def test_scene_settings_reach_the_simulation(registered):
     assert BakeOptions.from_scene(scene).sleep_speed == 0.0
     s.use_scene_frame_range = True
     assert (BakeOptions.from_scene(scene).frame_start, BakeOptions.from_scene(scene).frame_end) == (1, 40)
+    with pytest.raises(BakeError, match="contact geometry must be one of particles, sdf, got 'cubes'"):
+        BakeOptions.from_scene(scene, contact_geometry="cubes").validate()
     s.max_particles = 10  # the limit is the scene's: the 0.4 m cube at radius 0.05 needs 64
     with pytest.raises(BakeError, match="limit of 10"):
         BakeJob(bpy.context, dynamic, static, BakeOptions.from_scene(scene)).start()
