@@ -258,9 +258,11 @@ def bake(args) -> int:
             cache_folder=os.path.abspath(args.cache_folder or os.path.join(os.path.dirname(out), "prb_cache")))
         progress = ProgressPrinter(sys.stderr)
         job = BakeJob(context, dynamic, static, options, log=job_module.print_log, progress=progress)
-        job.check()  # settings, device and its memory: refused here, before anything is converted or simulated
-        print(f"PRB: baking {len(dynamic)} objects, {len(static)} colliders from {input_path or 'the open file'}",
-              flush=True)
+        checked = job.check()  # settings, device and its memory: refused here, before anything is converted or simulated
+        scattered = sum(checked.get("instancers", {}).values())
+        bodies = (f"{checked['bodies']:,} bodies ({scattered:,} of them instances)" if scattered
+                  else f"{len(dynamic)} objects")
+        print(f"PRB: baking {bodies}, {len(static)} colliders from {input_path or 'the open file'}", flush=True)
         try:
             result = job.run()
         except BaseException:

@@ -305,6 +305,7 @@ def test_scattered_rocks_fall_into_a_pile(tmp_path):
     poses = instance_poses(tmp_path, baked, [1, frames - 6, frames])
     start, before, end = (poses[f][:, :3, 3] for f in (1, frames - 6, frames))
     assert len(start) >= 40 and f"Baked {len(start)} bodies" in out
+    assert f"PRB: baking {len(start):,} bodies ({len(start):,} of them instances)" in out
     assert (end[:, 2] < start[:, 2] - 0.3).all(), "every rock fell"
     assert end[:, 2].min() > 0.05, "none sank into the ground"
     assert np.ptp(end[:, :2], axis=0).max() > np.ptp(start[:, :2], axis=0).max(), "the heap spread"
