@@ -499,7 +499,7 @@ def _radius_for_budget(shapes_with_counts, radius: float, budget: int) -> float:
 
 
 def choose_radius(geometry: BodyGeometry, radius: float | None, max_particles: int = MAX_PARTICLES,
-                  device_memory: int | None = None) -> float:
+                  device_memory: int | None = None, contact_geometry: str | None = None) -> float:
     """The particle radius (``radius``, or automatic when None), refused with a suggestion when the
     bodies would need more particles than ``max_particles`` or more than 90 % of ``device_memory``
     bytes. Checked on estimates, before any particle is allocated."""
@@ -515,7 +515,7 @@ def choose_radius(geometry: BodyGeometry, radius: float | None, max_particles: i
             f"more than the limit of {max_particles:,}; use a particle radius of at least {suggestion:g}"
             + (" (the automatic radius follows the smallest body)" if radius is None else ""))
     if device_memory:
-        need = estimate_device_memory(estimate, len(geometry.bodies))
+        need = estimate_device_memory(estimate, len(geometry.bodies), contact_geometry)
         if need > 0.9 * device_memory:
             budget = int(0.9 * device_memory / max(need / max(estimate, 1), 1))
             suggestion = _round_up_sig(_radius_for_budget(counted, radius_used, budget))
@@ -535,10 +535,10 @@ def voxelize_shape(shape: Shape, radius: float, max_particles: int | None = None
 
 
 def voxelize_bodies(geometry: BodyGeometry, radius: float | None, max_particles: int = MAX_PARTICLES,
-                    device_memory: int | None = None) -> BodyParticles:
+                    device_memory: int | None = None, contact_geometry: str | None = None) -> BodyParticles:
     """Choose the radius (``choose_radius``) and voxelize each shape once; refuse bodies with fewer
     than ``MIN_PARTICLES`` particles (they cannot rotate believably), naming them."""
-    radius_used = choose_radius(geometry, radius, max_particles, device_memory)
+    radius_used = choose_radius(geometry, radius, max_particles, device_memory, contact_geometry)
     too_few = []
     total = 0
     for body in geometry.bodies:
@@ -693,6 +693,7 @@ def collider_frames(colliders: StaticColliders, scene, context, frame_start: int
 
 def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_particles=MAX_PARTICLES,
                   frame_start, frame_end, frame_step=1, gravity=DEFAULT_GRAVITY, device_memory=None,
+                  contact_geometry=None,
                   add_ground=False) -> ConvertedScene:
     """Build the engine model of a scene.
 
@@ -728,7 +729,8 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
         gathered = timed("gather", gather_objects, dynamic_objects, static_objects)
         gathered, instancer_bodies = timed("instances", instancers.instances_as_items, gathered, depsgraph)
         geometry = timed("geometry", body_geometry, gathered.dynamic, depsgraph)
-        particles = timed("voxelize", voxelize_bodies, geometry, radius, max_particles, device_memory)
+        particles = timed("voxelize", voxelize_bodies, geometry, radius, max_particles, device_memory,
+                          contact_geometry)
         builder = ModelBuilder(particles.radius if particles.radius > 0 else 1.0)
         links = timed("bodies", add_bodies, builder, particles)
         colliders = timed("colliders", static_colliders, gathered.static, depsgraph)

@@ -182,7 +182,7 @@ def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
         radius = max(volumes.min() ** (1.0 / 3.0) / 6.0, 1e-4)
     particles = int((counts * np.maximum(1.0, volumes / (2 * radius) ** 3)).sum())
     bodies = int(counts.sum())
-    memory = int(estimate_device_memory(particles, bodies))
+    memory = int(estimate_device_memory(particles, bodies, options.contact_geometry if options else None))
     return dict(bodies=bodies, particles=particles, memory=memory, radius=radius,
                 instancers={name: sum(count for count, _v in entries) for name, entries in per_instancer.items()})
 
@@ -338,7 +338,7 @@ class BakeJob:
                             for link in links]
             self.links = links
             if device is not None:
-                needed = estimate_device_memory(conv.particle_count, conv.model.body_count)
+                needed = estimate_device_memory(conv.particle_count, conv.model.body_count, opts.contact_geometry)
                 if needed > device.global_memory:
                     raise BakeError(
                         f"{conv.particle_count:,} particles need about {format_bytes(needed)} of device memory, "

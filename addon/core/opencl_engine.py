@@ -117,16 +117,22 @@ SDF_REBUILD_FRACTION = 0.18
 
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
 # estimate users see before simulating. The grid's two bucket arrays hold up to two buckets per
-# particle; the lists are counted at the larger of the two contact geometries' lengths. (The SDF
-# fields, a few thousand floats per distinct shape, are left out.)
-BYTES_PER_PARTICLE = (16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
-                      + 4 * (max(NEIGHBOUR_SLOTS, SDF_NEIGHBOUR_SLOTS) + 1))
+# particle; the neighbour lists' length depends on the contact geometry. (The SDF fields, a few
+# thousand floats per distinct shape, are left out.)
+_BYTES_PER_PARTICLE_BUT_LISTS = 16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
 BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
 
 
-def estimate_device_memory(particle_count: int, body_count: int) -> int:
+def bytes_per_particle(contact_geometry: str | None = None) -> int:
+    """Device bytes per particle with this contact geometry ("particles" or "sdf"); None: the larger."""
+    slots = {"particles": NEIGHBOUR_SLOTS, "sdf": SDF_NEIGHBOUR_SLOTS}.get(
+        contact_geometry, max(NEIGHBOUR_SLOTS, SDF_NEIGHBOUR_SLOTS))
+    return _BYTES_PER_PARTICLE_BUT_LISTS + 4 * (slots + 1)
+
+
+def estimate_device_memory(particle_count: int, body_count: int, contact_geometry: str | None = None) -> int:
     """Bytes of OpenCL memory a simulation of this size allocates (grid table included)."""
-    return particle_count * BYTES_PER_PARTICLE + body_count * BYTES_PER_BODY
+    return particle_count * bytes_per_particle(contact_geometry) + body_count * BYTES_PER_BODY
 
 
 def choose_grid_bits(particle_count: int, lower: np.ndarray, upper: np.ndarray, cell: float) -> tuple[int, int, int]:
