@@ -275,15 +275,15 @@ def freeze_run(engine, at: float, after: list[float], tables: dict | None = None
     return out
 
 
-def restart_run(count: int, at: float, after: list[float], overrides: dict, tables: dict) -> dict:
+def restart_run(count: int, at: float, after: list[float], overrides: dict, tables: dict, per_edge: int = 3) -> dict:
     """The default engine's pile at ``at`` seconds, stopped dead and handed to a fresh engine with
     ``overrides`` (poses only: no momenta, no friction springs): does the shape hold there?"""
     from addon.core.opencl_engine import _quat_to_device, _vec4
-    first = OpenCLEngine(cube_pile(count), SimulationSettings())
+    first = OpenCLEngine(cube_pile(count, per_edge=per_edge), SimulationSettings())
     run_seconds(first, at)
     state = first.body_state()
     lattice = first.model.body_lattice_orientation
-    engine = OpenCLEngine(cube_pile(count), SimulationSettings(**overrides))
+    engine = OpenCLEngine(cube_pile(count, per_edge=per_edge), SimulationSettings(**overrides))
     write = engine.cl.enqueue_copy
     write(engine.queue, engine.arguments["body_position"], _vec4(state.position))
     write(engine.queue, engine.arguments["body_orientation"], _quat_to_device(state.orientation))
@@ -299,18 +299,20 @@ def restart_run(count: int, at: float, after: list[float], overrides: dict, tabl
     return out
 
 
-def overhang(offsets: list[float]) -> dict:
+def overhang(offsets: list[float], per_edge: int = 3) -> dict:
     """A unit cube resting on another with its centre ``offset`` past the lower one's, 3 s, both
     contact geometries: a box stays while its centre is over the face below (offset < 0.5)."""
-    from addon.core import Material
-    from bench.contact_figures import add_unit_cube, cube_builder, make_engine
-    out = {}
+    from addon.core import Material, ModelBuilder
+    from addon.core.shapes import cube_particles
+    from bench.contact_figures import make_engine
+    out = {"per_edge": per_edge}
     for geometry in ("particles", "sdf"):
         for offset in offsets:
-            builder = cube_builder()
+            builder = ModelBuilder(1.0 / (2 * per_edge))
             material = Material(friction=0.5, restitution=0.2)
-            add_unit_cube(builder, (0.0, 0.0, 0.5), material)
-            add_unit_cube(builder, (offset, 0.0, 1.5), material)
+            for position in ((0.0, 0.0, 0.5), (offset, 0.0, 1.5)):
+                builder.add_body(cube_particles(1.0, per_edge), density=1000.0, position=position, corner_reach=1.0,
+                                 material=material)
             builder.add_ground_plane(0.0)
             engine = make_engine(builder.finalize(), SimulationSettings(contact_geometry=geometry))
             run_seconds(engine, 3.0)
@@ -349,6 +351,7 @@ def main(argv=None):
                     help="with --freeze-at: hand the stopped pile to a fresh engine with the --setting overrides")
     ap.add_argument("--overhang", type=float, nargs="+", default=None,
                     help="instead: a cube on a cube with these horizontal offsets (side 1), both geometries")
+    ap.add_argument("--per-edge", type=int, default=3, help="particles along a cube's edge (cube_pile per_edge)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     overrides = {}
@@ -360,15 +363,16 @@ def main(argv=None):
             overrides[name] = value
     t0 = time.perf_counter()
     if args.overhang:
-        write(args.out, {"overhang": overhang(args.overhang)})
+        write(args.out, {"overhang": overhang(args.overhang, args.per_edge)})
         return
     if args.restart:
         tables = {k: float(v) for k, v in (a.split("=") for a in args.after_freeze)}
-        out = {"cubes": args.cubes, **restart_run(args.cubes, args.freeze_at, args.freeze_after, overrides, tables)}
+        out = {"cubes": args.cubes, **restart_run(args.cubes, args.freeze_at, args.freeze_after, overrides, tables,
+                                                      args.per_edge)}
         out["wall_s"] = time.perf_counter() - t0
         write(args.out, out)
         return
-    engine = OpenCLEngine(cube_pile(args.cubes), SimulationSettings(**overrides))
+    engine = OpenCLEngine(cube_pile(args.cubes, per_edge=args.per_edge), SimulationSettings(**overrides))
     if args.freeze_at is not None and args.analyse_after_freeze:
         run_seconds(engine, args.freeze_at)
         freeze(engine)
@@ -376,7 +380,7 @@ def main(argv=None):
             name, value = item.split("=")
             set_pair_table(engine, name, float(value))
     elif args.freeze_at is not None:
-        out = {"cubes": args.cubes, "settings": overrides, **freeze_run(engine, args.freeze_at, args.freeze_after,
+        out = {"cubes": args.cubes, "per_edge": args.per_edge, "settings": overrides, **freeze_run(engine, args.freeze_at, args.freeze_after,
                                                                   {k: float(v) for k, v in (a.split("=") for a in args.after_freeze)})}
         out["wall_s"] = time.perf_counter() - t0
         write(args.out, out)

@@ -10,8 +10,10 @@ from addon.core.rotations import axis_angle_quaternions, quaternion_to_matrix
 from addon.core.shapes import cube_particles
 
 
-def cube_pile(count: int, side: float = 1.0, spacing: float = 1.6, seed: int = 0, ground: bool = True):
-    """``count`` cubes in a block about as wide as tall, slightly tilted, above a ground plane.
+def cube_pile(count: int, side: float = 1.0, spacing: float = 1.6, seed: int = 0, ground: bool = True,
+              per_edge: int = 3):
+    """``count`` cubes of ``per_edge``^3 particles in a block about as wide as tall, slightly tilted,
+    above a ground plane.
 
     Spacing 1.6 side: a cube tilted by up to 0.25 rad and shifted by 0.1 never overlaps a neighbour.
     """
@@ -27,12 +29,12 @@ def cube_pile(count: int, side: float = 1.0, spacing: float = 1.6, seed: int = 0
     axis = rng.normal(size=(count, 3))
     angle = rng.uniform(-0.25, 0.25, size=count)
     quats = axis_angle_quaternions(axis, angle)
-    local = cube_particles(side)
+    local = cube_particles(side, per_edge)
     # rotate the particle layout of every cube (world-space particles for add_bodies)
     rot = quaternion_to_matrix(quats)
     points = np.matmul(local[None], rot.transpose(0, 2, 1)) + positions[:, None, :]
     material = Material(friction=0.5, restitution=0.2)
-    builder = ModelBuilder(side / 6)
+    builder = ModelBuilder(side / (2 * per_edge))
     # solid cubes: voxels reach their corners, along each cube's turned lattice (as a conversion gives)
     builder.add_bodies(points, masses=np.full(count, 1000.0 * side**3), materials=[material] * count,
                        corner_reach=1.0, lattice_orientations=quats)
