@@ -31,7 +31,7 @@ from addon.core import ModelBuilder, SimulationSettings  # noqa: E402
 from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from addon.core.settings import CONTACT_GEOMETRIES  # noqa: E402
 from addon.core.shapes import cube_particles  # noqa: E402
-from bench.machine import cpu_model  # noqa: E402
+from bench.machine import commit, cpu_model, setting_overrides  # noqa: E402
 from bench.scenes import cube_pile  # noqa: E402
 
 
@@ -88,18 +88,12 @@ def main(argv=None):
     parser.add_argument("--setting", action="append", default=[], help="a SimulationSettings field, e.g. device=gpu")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    overrides = {}
-    for item in args.setting:
-        key, _, value = item.partition("=")
-        try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key] = value
+    overrides = setting_overrides(args.setting)
     probe = OpenCLEngine(cube_pile(8), SimulationSettings(**overrides))
     report = {"benchmark": "bench/contact_cost.py", "settings": overrides, "device": probe.device_name,
               "host": platform.node(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
               "python": platform.python_version(), "load_before": list(os.getloadavg()),
-              "commit": os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip(), "cubes": args.cubes,
+              "commit": commit(), "cubes": args.cubes,
               "pile": [], "block": []}
     for round_ in range(args.rounds):
         for geometry in CONTACT_GEOMETRIES:

@@ -41,7 +41,7 @@ from addon.core import voxelize as vox  # noqa: E402
 from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from addon.core.shapes import box_particles, cube_particles  # noqa: E402
-from bench.machine import cpu_model  # noqa: E402
+from bench.machine import commit, cpu_model, setting_overrides  # noqa: E402
 from bench.scenes import cube_pile  # noqa: E402
 
 G = 9.81
@@ -335,13 +335,7 @@ def main(argv=None):
     parser.add_argument("--out", default=None)
     parser.add_argument("--save-states", default="", help="folder for the pile's states at the checkpoints")
     args = parser.parse_args(argv)
-    overrides = {}
-    for item in args.setting:
-        key, _, value = item.partition("=")
-        try:
-            overrides[key] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[key] = value
+    overrides = setting_overrides(args.setting)
     global SAVE_STATES
     SAVE_STATES = args.save_states
     if SAVE_STATES:
@@ -350,7 +344,7 @@ def main(argv=None):
     report = {"label": args.label, "settings": overrides, "device": probe.device_name,
               "host": platform.node(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
               "python": platform.python_version(),
-              "commit": os.popen(f"git -C {ROOT} rev-parse --short HEAD").read().strip(), "scenes": {}}
+              "commit": commit(), "scenes": {}}
     for name in args.only:
         start = time.perf_counter()
         if name == "pile":

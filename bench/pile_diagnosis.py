@@ -47,7 +47,7 @@ from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 from addon.core.settings import FRICTION_SLOTS, SimulationSettings  # noqa: E402
 from addon.core.voxel_corners import CORNER_SOFTNESS  # noqa: E402
-from bench.machine import cpu_model  # noqa: E402
+from bench.machine import commit, cpu_model, setting_overrides  # noqa: E402
 from bench.contact_figures import REST_SPEED, REST_SPIN, pile_figures, run_seconds  # noqa: E402
 from bench.scenes import cube_pile  # noqa: E402
 
@@ -324,9 +324,8 @@ def overhang(offsets: list[float], per_edge: int = 3) -> dict:
 
 
 def machine() -> dict:
-    root = Path(__file__).resolve().parent.parent
     return {"device": OpenCLEngine(cube_pile(1), SimulationSettings()).device_name, "cpu_model": cpu_model(),
-            "cpu_count": os.cpu_count(), "commit": os.popen(f"git -C {root} rev-parse --short HEAD").read().strip()}
+            "cpu_count": os.cpu_count(), "commit": commit()}
 
 
 def write(path: str, out: dict):
@@ -354,13 +353,7 @@ def main(argv=None):
     ap.add_argument("--per-edge", type=int, default=3, help="particles along a cube's edge (cube_pile per_edge)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
-    overrides = {}
-    for item in args.setting:
-        name, value = item.split("=", 1)
-        try:
-            overrides[name] = json.loads(value)
-        except json.JSONDecodeError:
-            overrides[name] = value
+    overrides = setting_overrides(args.setting)
     t0 = time.perf_counter()
     if args.overhang:
         write(args.out, {"overhang": overhang(args.overhang, args.per_edge)})

@@ -680,22 +680,32 @@ def _socket(sockets, identifier):
     return next(s for s in sockets if s.identifier == identifier)
 
 
-def scatter_node_group(name, rocks, distance, density, seed, size_spread=0.0):
-    """Distribute Points on Faces (Poisson disk: points at least ``distance`` apart) + Instance on Points
-    of a random child of ``rocks`` with a random rotation (and, with ``size_spread``, a random size of
-    1 +- size_spread): the scatter a user builds by hand."""
+def points_on_faces_group(name, distance, density, seed=None):
+    """A geometry-nodes group whose input mesh goes into Distribute Points on Faces (Poisson disk: points
+    at least ``distance`` apart, at most ``density`` per square metre). Returns (group, points node,
+    group output node): the caller instances something on the points and links it to the output."""
     bpy = _bpy()
     group = bpy.data.node_groups.new(name, "GeometryNodeTree")
     group.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
     group.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
-    nodes, links = group.nodes, group.links
+    nodes = group.nodes
     group_in, group_out = nodes.new("NodeGroupInput"), nodes.new("NodeGroupOutput")
     points = nodes.new("GeometryNodeDistributePointsOnFaces")
     points.distribute_method = "POISSON"
     points.inputs["Distance Min"].default_value = distance
     points.inputs["Density Max"].default_value = density
-    points.inputs["Seed"].default_value = seed
-    links.new(group_in.outputs[0], points.inputs["Mesh"])
+    if seed is not None:
+        points.inputs["Seed"].default_value = seed
+    group.links.new(group_in.outputs[0], points.inputs["Mesh"])
+    return group, points, group_out
+
+
+def scatter_node_group(name, rocks, distance, density, seed, size_spread=0.0):
+    """Distribute Points on Faces (Poisson disk: points at least ``distance`` apart) + Instance on Points
+    of a random child of ``rocks`` with a random rotation (and, with ``size_spread``, a random size of
+    1 +- size_spread): the scatter a user builds by hand."""
+    group, points, group_out = points_on_faces_group(name, distance, density, seed)
+    nodes, links = group.nodes, group.links
     rocks_info = nodes.new("GeometryNodeCollectionInfo")
     rocks_info.inputs["Collection"].default_value = rocks
     rocks_info.inputs["Separate Children"].default_value = True

@@ -15,6 +15,7 @@ from prb_helpers import bpy, data_counts, fresh_scene, scene_snapshot
 
 from addon.blender import bake, bake_instances, convert, instancers  # noqa: E402
 from addon.blender.job import BakeError, estimate  # noqa: E402
+from sample_scenes.generate import _socket, points_on_faces_group  # noqa: E402
 from test_bake_instances import keyframe_matrices, play_without_addon, run_job  # noqa: E402
 
 FRAMES = (1, 10)
@@ -49,11 +50,6 @@ def _rocks_collection():
     return rocks
 
 
-def _socket(sockets, identifier):
-    """A node's socket by identifier (Random Value has one "Max" input and one "Value" output per type)."""
-    return next(s for s in sockets if s.identifier == identifier)
-
-
 def scatter_scene(path, scale=0.8):
     """A geometry-nodes scatter on a plane 2 m up: Distribute Points on Faces (Poisson disk, 1.3 m) +
     Instance on Points of a random rock of the collection "Rocks" (object instances) with a random
@@ -63,16 +59,8 @@ def scatter_scene(path, scale=0.8):
     bpy.ops.mesh.primitive_plane_add(size=6.0, location=(0.0, 0.0, 2.0))
     scatter = bpy.context.object
     scatter.name = "Scatter"
-    group = bpy.data.node_groups.new("Scatter", "GeometryNodeTree")
-    group.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
-    group.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
+    group, points, group_out = points_on_faces_group("Scatter", distance=1.3, density=3.0)
     nodes, links = group.nodes, group.links
-    group_in, group_out = nodes.new("NodeGroupInput"), nodes.new("NodeGroupOutput")
-    points = nodes.new("GeometryNodeDistributePointsOnFaces")
-    points.distribute_method = "POISSON"
-    points.inputs["Distance Min"].default_value = 1.3
-    points.inputs["Density Max"].default_value = 3.0
-    links.new(group_in.outputs[0], points.inputs["Mesh"])
     info = nodes.new("GeometryNodeCollectionInfo")
     info.inputs["Collection"].default_value = rocks
     info.inputs["Separate Children"].default_value = True
@@ -281,16 +269,8 @@ def test_instances_of_random_size_share_voxelizations_by_size_and_keep_their_own
     bpy.ops.mesh.primitive_plane_add(size=12.0, location=(0.0, 0.0, 2.0))
     scatter = bpy.context.object
     scatter.name = "Scatter"
-    group = bpy.data.node_groups.new("Sizes", "GeometryNodeTree")
-    group.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
-    group.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
+    group, points, group_out = points_on_faces_group("Sizes", distance=0.55, density=4.0)
     nodes, links = group.nodes, group.links
-    group_in, group_out = nodes.new("NodeGroupInput"), nodes.new("NodeGroupOutput")
-    points = nodes.new("GeometryNodeDistributePointsOnFaces")
-    points.distribute_method = "POISSON"
-    points.inputs["Distance Min"].default_value = 0.55
-    points.inputs["Density Max"].default_value = 4.0
-    links.new(group_in.outputs[0], points.inputs["Mesh"])
     cube = nodes.new("GeometryNodeMeshCube")
     cube.inputs["Size"].default_value = (0.4, 0.4, 0.4)
     size = nodes.new("FunctionNodeRandomValue")
