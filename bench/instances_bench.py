@@ -138,12 +138,7 @@ def blender_phase(folder: str, cache_path: str, bodies: int, frames: int, sample
     scene.frame_set(1)
     first_eval_s = time.perf_counter() - t0
     checked = sorted(set(np.linspace(2, samples, 12).astype(int).tolist()))
-    eval_ms, eval_cpu_ms = [], []
-    for frame in checked:
-        t0, c0 = time.perf_counter(), time.process_time()
-        scene.frame_set(frame)
-        eval_ms.append(1e3 * (time.perf_counter() - t0))
-        eval_cpu_ms.append(1e3 * (time.process_time() - c0))
+    timed = frame_evaluation(scene, checked)
     # the same frames with one modifier at a time: where the time goes
     split = {}
     for only in ("PRB Point Cache", "PRB Instances"):
@@ -165,13 +160,22 @@ def blender_phase(folder: str, cache_path: str, bodies: int, frames: int, sample
     if count != bodies:
         raise SystemExit(f"expected {bodies} instances, Blender made {count}")
     return dict(bpy=bpy.app.version_string, build_cache_object_s=round(build_s, 3), blend_bytes=blend_bytes,
-                first_frame_eval_s=round(first_eval_s, 3), frames_timed=checked,
-                frame_eval_ms=[round(x, 1) for x in eval_ms], frame_eval_ms_median=round(float(np.median(eval_ms)), 1),
-                frame_eval_ms_max=round(max(eval_ms), 1),
-                frame_eval_cpu_ms=[round(x, 1) for x in eval_cpu_ms],
-                frame_eval_cpu_ms_median=round(float(np.median(eval_cpu_ms)), 1),
+                first_frame_eval_s=round(first_eval_s, 3), frames_timed=checked, **timed,
                 frame_eval_cpu_ms_median_one_modifier=split, object_instances_walk_s=round(walk_s, 3),
                 instances=count)
+
+
+def frame_evaluation(scene, frames) -> dict:
+    """Wall and CPU milliseconds Blender takes to evaluate each of ``frames`` (frame_set), and their medians."""
+    eval_ms, eval_cpu_ms = [], []
+    for frame in frames:
+        t0, c0 = time.perf_counter(), time.process_time()
+        scene.frame_set(frame)
+        eval_ms.append(1e3 * (time.perf_counter() - t0))
+        eval_cpu_ms.append(1e3 * (time.process_time() - c0))
+    return dict(frame_eval_ms=[round(x, 1) for x in eval_ms], frame_eval_ms_median=round(float(np.median(eval_ms)), 1),
+                frame_eval_ms_max=round(max(eval_ms), 1), frame_eval_cpu_ms=[round(x, 1) for x in eval_cpu_ms],
+                frame_eval_cpu_ms_median=round(float(np.median(eval_cpu_ms)), 1))
 
 
 def baked_phase(path: str) -> dict:
@@ -186,18 +190,11 @@ def baked_phase(path: str) -> dict:
     first, last = int(scene.frame_start), int(scene.frame_end)
     scene.frame_set(first)
     checked = sorted(set(np.linspace(first + 1, last, 12).astype(int).tolist()))
-    eval_ms, eval_cpu_ms = [], []
-    for frame in checked:
-        t0, c0 = time.perf_counter(), time.process_time()
-        scene.frame_set(frame)
-        eval_ms.append(1e3 * (time.perf_counter() - t0))
-        eval_cpu_ms.append(1e3 * (time.process_time() - c0))
+    timed = frame_evaluation(scene, checked)
     deps = bpy.context.evaluated_depsgraph_get()
     count = sum(1 for inst in deps.object_instances if inst.is_instance and inst.parent.original == caches[0])
     return dict(bpy=bpy.app.version_string, baked_file=os.path.basename(path), instances=count, frames_timed=checked,
-                frame_eval_ms=[round(x, 1) for x in eval_ms], frame_eval_ms_median=round(float(np.median(eval_ms)), 1),
-                frame_eval_ms_max=round(max(eval_ms), 1), frame_eval_cpu_ms=[round(x, 1) for x in eval_cpu_ms],
-                frame_eval_cpu_ms_median=round(float(np.median(eval_cpu_ms)), 1))
+                **timed)
 
 
 def main() -> None:
