@@ -67,3 +67,23 @@ def fresh_scene(frame_start=1, frame_end=12):
     scene.frame_start, scene.frame_end = frame_start, frame_end
     scene.frame_set(frame_start)
     return scene
+
+
+class LabelLayout:
+    """A stand-in for a panel's layout that records the labels its draw() makes, without a window."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: self
+
+    def label(self, text="", **kwargs):
+        self.out.append(text)
+
+
+def draw_labels(panel_class) -> list:
+    """The labels ``panel_class.draw`` makes in the current context."""
+    out = []
+    panel_class.draw(type("Panel", (), {"layout": LabelLayout(out)})(), bpy.context)
+    return out

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from mathutils import Matrix
 
-from prb_helpers import bpy, data_counts, fresh_scene, scene_snapshot
+from prb_helpers import LabelLayout, bpy, data_counts, draw_labels, fresh_scene, scene_snapshot
 
 from addon.blender import bake, bake_instances, convert, instancers  # noqa: E402
 from addon.blender.job import BakeError, estimate  # noqa: E402
@@ -316,24 +316,8 @@ def test_instances_of_random_size_share_voxelizations_by_size_and_keep_their_own
     assert len(set(spans)) <= len(calls)
 
 
-class _Layout:
-    """Records the labels a panel's draw() makes, without a window."""
-
-    def __init__(self, out):
-        self.out = out
-
-    def __getattr__(self, name):
-        return lambda *a, **k: self
-
-    def label(self, text="", **_kw):
-        self.out.append(text)
-
-
 def _sidebar_labels() -> list:
-    out = []
-    main = bpy.types.Panel.bl_rna_get_subclass_py("PRB_PT_main")
-    main.draw(type("Self", (), {"layout": _Layout(out)})(), bpy.context)
-    return out
+    return draw_labels(bpy.types.Panel.bl_rna_get_subclass_py("PRB_PT_main"))
 
 
 def test_the_sidebar_counts_instances_and_says_a_scatter_needs_instances(registered, blend):
@@ -355,7 +339,7 @@ def test_bake_to_suggests_instances_above_ten_thousand_bodies(registered):
     def labels(bodies, mode, scatters=None):
         scene.prb_settings.bake_mode = mode
         out = []
-        bake_instances.draw_bake_to(_Layout(out), scene, bodies, scatters)
+        bake_instances.draw_bake_to(LabelLayout(out), scene, bodies, scatters)
         return out
 
     assert labels(10_001, "KEYFRAMES") == ["10,001 bodies: Bake To Instances is lighter"]

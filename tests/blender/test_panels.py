@@ -5,28 +5,13 @@ from __future__ import annotations
 import bpy
 import pytest
 
-from prb_helpers import add_cube, fresh_scene
+from prb_helpers import add_cube, draw_labels, fresh_scene
 
 from addon.blender import panels
 
 
-class Layout:
-    """Records the labels a draw() makes, without a window."""
-
-    def __init__(self, out):
-        self.out = out
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: self
-
-    def label(self, text="", **kwargs):
-        self.out.append(text)
-
-
 def draw_main():
-    out = []
-    panels.PRB_PT_main.draw(type("Panel", (), {"layout": Layout(out)})(), bpy.context)
-    return out
+    return draw_labels(panels.PRB_PT_main)
 
 
 @pytest.fixture
