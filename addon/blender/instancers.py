@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import bpy
 import numpy as np
 
 
@@ -178,20 +177,11 @@ def mesh_copies(depsgraph, instancer_name: str, ordinals) -> dict:
     return copies
 
 
-# --------------------------------------------------------------------------------------------------
-# the panel's estimate: counted once per change of the scene, not at every redraw
-
-_summary_cache: dict = {}
-
-
 def instance_volumes(depsgraph, objects) -> dict:
     """{instancer name: [(instances, bounding-box volume of one), ...] per distinct mesh} of the objects
-    that have instances. Cached until the next depsgraph update or frame change (a scatter of 100k
-    takes ~50 ms to count; panels redraw far more often than the scene changes)."""
+    that have instances (a scatter of 100k takes ~50 ms to count: the sidebar reads it through its
+    cached summary, panels.scene_summary, not at every redraw)."""
     names = frozenset(o.name for o in objects)
-    key = (names, depsgraph.scene.frame_current)
-    if _registered and key in _summary_cache:
-        return _summary_cache[key]
     out: dict = {}
     first: dict = {}
     for name, inst in _instances(depsgraph, names):
@@ -209,32 +199,4 @@ def instance_volumes(depsgraph, objects) -> dict:
             entry = first[(name, pointer)] = [0, float(np.prod(np.maximum(extent * scale, 1e-9)))]
             out.setdefault(name, []).append(entry)
         entry[0] += 1
-    result = {name: [tuple(e) for e in entries] for name, entries in out.items()}
-    _summary_cache.clear()
-    _summary_cache[key] = result
-    return result
-
-
-_registered: list = []  # [True] while the handlers that empty the cache are installed
-
-
-@bpy.app.handlers.persistent
-def _forget(*_args):
-    _summary_cache.clear()
-
-
-def register():
-    for handlers in (bpy.app.handlers.depsgraph_update_post, bpy.app.handlers.frame_change_post,
-                     bpy.app.handlers.load_post):
-        if _forget not in handlers:
-            handlers.append(_forget)
-    _registered[:] = [True]
-
-
-def unregister():
-    for handlers in (bpy.app.handlers.depsgraph_update_post, bpy.app.handlers.frame_change_post,
-                     bpy.app.handlers.load_post):
-        if _forget in handlers:
-            handlers.remove(_forget)
-    _registered.clear()
-    _summary_cache.clear()
+    return {name: [tuple(e) for e in entries] for name, entries in out.items()}
