@@ -24,6 +24,10 @@ Other modes (each writes its own JSON):
       stop every body dead at T (poses and springs kept), optionally change a contact parameter on
       the device, and follow the pile's figures and kinetic energy for --freeze-after seconds: does
       the shape hold once the crash's momentum is gone, and which parameter makes it hold?
+  --freeze-at T --relax S [--relax-keep K]: before letting go, relax the stopped pile for S seconds
+      with every body's velocities times K after every substep (damped relaxation: the crash's
+      stored spring energy leaves, friction springs still stretch); reports the steady creep that
+      remains (the mean unbalanced force) and whether creeping bodies slip at their contacts
   --freeze-at T --analyse-after-freeze --start T2: the contact analysis above, on the frozen pile
   --freeze-at T --restart --setting ...: the stopped pile handed to a fresh engine with other
       settings (e.g. target_penetration: stiffer contacts)
@@ -256,15 +260,90 @@ def set_pair_table(engine, name: str, value: float):
     engine.queue.finish()
 
 
-def freeze_run(engine, at: float, after: list[float], tables: dict | None = None) -> dict:
+def damp(engine, keep: float):
+    """Every body's momenta and velocities times ``keep`` (global viscous damping, host side)."""
+    for name in ("body_momentum", "body_angular_momentum", "body_velocity", "body_angular_velocity"):
+        values = engine._read(engine.arguments[name], (engine.body_count, 4)) * np.float32(keep)
+        engine.cl.enqueue_copy(engine.queue, engine.arguments[name], values)
+    engine.queue.finish()
+
+
+def creep_modes(engine, state, keep: float) -> dict:
+    """How the bodies of a damped pile still move: under damping ``keep`` per substep a body pushed by
+    a steady unbalanced force reaches v = a h / (1 - keep), so a is read from the speed; a body that
+    moves while its contacts do not slip turns or rides on its neighbours (no friction resists it)."""
+    m = engine.model
+    body = m.particle_body
+    keys, _ = read_history(engine)
+    pos = engine.particle_positions()
+    x, v, w = state.position, state.velocity, state.angular_velocity
+    ii, ss = np.nonzero(keys != -1)
+    key = keys[ii, ss]
+    # particle pairs (key: the other particle) and, with Flat Faces, a particle against a body's
+    # surface (key: particle_count + that body; the point taken at the particle's centre)
+    pp = (key >= 0) & (key < len(pos))
+    surface = key >= m.particle_count
+    i = np.concatenate([ii[pp], ii[surface]])
+    other_body = np.concatenate([body[key[pp]], key[surface] - m.particle_count])
+    point = np.concatenate([0.5 * (pos[ii[pp]] + pos[key[pp]]), pos[ii[surface]]])
+    v_rel = (v[body[i]] + np.cross(w[body[i]], point - x[body[i]])
+             - v[other_body] - np.cross(w[other_body], point - x[other_body]))
+    # slip: the relative velocity at the contact point (its normal part, the overlap's change, is small
+    # in a resting pile, so the full relative speed stands for the tangential one)
+    slip = np.linalg.norm(v_rel, axis=1)
+    nb = m.body_count
+    per_body = np.bincount(body[i], minlength=nb)
+    touching = (per_body + np.bincount(body[ii[key == -2]], minlength=nb)) > 0
+    mean_slip = np.bincount(body[i], weights=slip, minlength=nb) / np.maximum(per_body, 1)
+    speed = np.linalg.norm(v, axis=1)
+    creeping = touching & (speed >= 0.02)
+    h = engine.params.substep
+    return {
+        "damping_keep_per_substep": keep,
+        "mean_unbalanced_acceleration_mps2": float(speed[touching].mean() * (1 - keep) / h),
+        "creeping_bodies": int(creeping.sum()),
+        "creeping_mean_speed_mps": float(speed[creeping].mean()) if creeping.any() else 0.0,
+        "creeping_mean_contact_slip_mps": float(mean_slip[creeping].mean()) if creeping.any() else 0.0,
+        "creeping_mean_spin_times_half_side_mps": float(0.5 * np.linalg.norm(w[creeping], axis=1).mean())
+        if creeping.any() else 0.0,
+        "creeping_mean_height_m": float(x[creeping, 2].mean()) if creeping.any() else 0.0,
+        "body_contacts_slipping_over_1mm_per_s": float((slip > 0.001).mean()) if len(slip) else 0.0,
+    }
+
+
+def relax(engine, seconds: float, keep: float) -> dict:
+    """Damped relaxation: every body's velocities times ``keep`` after every substep for ``seconds``.
+    The springs' stored energy (the crash's overlaps) leaves without becoming motion, friction springs
+    still stretch (the contacts see the velocities), and the pile settles into the nearest shape its
+    contacts hold, if there is one; if not it creeps at a terminal speed set by the damping."""
+    lattice = engine.model.body_lattice_orientation
+    before = engine.body_state()
+    for _ in range(max(1, int(round(seconds / engine.params.substep)))):
+        engine.step(1)
+        damp(engine, keep)
+    after = engine.body_state()
+    figures = pile_figures(after, lattice)
+    figures["crept_mean_m"] = float(np.linalg.norm(after.position - before.position, axis=1).mean())
+    figures.update(creep_modes(engine, after, keep))
+    return figures
+
+
+def freeze_run(engine, at: float, after: list[float], tables: dict | None = None, relax_s: float = 0.0,
+               relax_keep: float = 0.9) -> dict:
     """The pile stopped dead at ``at`` seconds: does it stay (the shape holds, the flow was the crash's
-    momentum) or start again by itself (the contacts cannot hold the shape)?"""
+    momentum) or start again by itself (the contacts cannot hold the shape)? With ``relax_s`` the
+    stopped pile is first relaxed quasi-statically (see relax) and followed from there."""
     run_seconds(engine, at)
     lattice = engine.model.body_lattice_orientation
     out = {"frozen_at_s": at, "before_freeze": pile_figures(engine.body_state(), lattice), "after": {}}
     freeze(engine)
     for name, value in (tables or {}).items():
         set_pair_table(engine, name, value)
+    if relax_s > 0:
+        out["relaxed_s"] = relax_s
+        out["after_relaxing"] = relax(engine, relax_s, relax_keep)
+        print(f"relaxed {relax_s:g} s: {out['after_relaxing']}", file=sys.stderr)
+        at = engine.time
     out["tables_after_freeze"] = tables or {}
     for extra in after:
         run_seconds(engine, at + extra)
@@ -342,6 +421,12 @@ def main(argv=None):
     ap.add_argument("--freeze-at", type=float, default=None,
                     help="instead: stop every body at this time and follow the pile for --freeze-after seconds")
     ap.add_argument("--freeze-after", type=float, nargs="+", default=[0.25, 0.5, 1.0, 2.0])
+    ap.add_argument("--relax", type=float, default=0.0,
+                    help="with --freeze-at: damp every body's velocities after every substep for this long before "
+                         "letting go (see relax)")
+    ap.add_argument("--relax-keep", type=float, default=0.9, help="the fraction of velocity kept per substep")
+    ap.add_argument("--rolling-regularization", type=float, default=None,
+                    help="the rolling couple's fade-out speed (rad/s, settings.ROLLING_REGULARIZATION) for this run")
     ap.add_argument("--after-freeze", action="append", default=[],
                     help="pair_friction=V or pair_rolling=V: that table for every material pair from the freeze on")
     ap.add_argument("--analyse-after-freeze", action="store_true",
@@ -354,6 +439,9 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     overrides = setting_overrides(args.setting)
+    if args.rolling_regularization is not None:  # a compile-time define: the engine reads it when it builds
+        import addon.core.opencl_engine as opencl_engine
+        opencl_engine.ROLLING_REGULARIZATION = args.rolling_regularization
     t0 = time.perf_counter()
     if args.overhang:
         write(args.out, {"overhang": overhang(args.overhang, args.per_edge)})
@@ -374,7 +462,8 @@ def main(argv=None):
             set_pair_table(engine, name, float(value))
     elif args.freeze_at is not None:
         out = {"cubes": args.cubes, "per_edge": args.per_edge, "settings": overrides, **freeze_run(engine, args.freeze_at, args.freeze_after,
-                                                                  {k: float(v) for k, v in (a.split("=") for a in args.after_freeze)})}
+                                                                  {k: float(v) for k, v in (a.split("=") for a in args.after_freeze)},
+                                                                  args.relax, args.relax_keep)}
         out["wall_s"] = time.perf_counter() - t0
         write(args.out, out)
         return
