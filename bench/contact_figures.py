@@ -247,17 +247,23 @@ def column(overrides: dict, count: int = 40) -> dict:
             "top_drift_m": float(np.linalg.norm(top[:2]))}
 
 
+# Material fields for the ball and the slope of the rolling scene (--rolling-material), to split the
+# deficit between the rolling couple (rolling_friction), the normal dashpot (restitution) and friction
+ROLLING_MATERIAL: dict = {}
+
+
 def rolling(overrides: dict, degrees: float = 20.0) -> dict:
     points, reach = ball_particles()
     theta = math.radians(degrees)
     normal = np.array([0.0, -math.sin(theta), math.cos(theta)])
     downhill = np.array([0.0, -math.cos(theta), -math.sin(theta)])
     builder = ModelBuilder(BALL_PARTICLE_RADIUS)
-    builder.add_ground_plane(normal=normal, point=(0, 0, 0), material=Material(friction=0.5))
+    material = Material(**{"friction": 0.5, **ROLLING_MATERIAL})
+    builder.add_ground_plane(normal=normal, point=(0, 0, 0), material=material)
     # the lowest particle 1 mm above the slope: a start overlapping the slope would be pushed out
     lowest = float((points @ -normal).max()) + BALL_PARTICLE_RADIUS
     builder.add_body(points, density=1000.0, position=normal * (lowest + 0.001), corner_reach=reach,
-                     material=Material(friction=0.5))
+                     material=material)
     engine = make_engine(builder.finalize(), settings_for(overrides))
     run_seconds(engine, 0.2)
     start, t0 = engine.body_state().position[0], engine.time
@@ -331,11 +337,14 @@ def main(argv=None):
     parser.add_argument("--pile-seconds", type=float, default=10.0)
     parser.add_argument("--setting", action="append", default=[],
                         help="a SimulationSettings field for every scene, e.g. --setting device=gpu")
+    parser.add_argument("--rolling-material", action="append", default=[],
+                        help="a Material field for the rolling scene's ball and slope, e.g. rolling_friction=0")
     parser.add_argument("--label", default="", help="what variant this run measures")
     parser.add_argument("--out", default=None)
     parser.add_argument("--save-states", default="", help="folder for the pile's states at the checkpoints")
     args = parser.parse_args(argv)
     overrides = setting_overrides(args.setting)
+    ROLLING_MATERIAL.update({k: float(v) for k, v in (item.split("=", 1) for item in args.rolling_material)})
     global SAVE_STATES
     SAVE_STATES = args.save_states
     if SAVE_STATES:
