@@ -67,10 +67,10 @@ def main():
         # createCollisionShapeArray keeps at most 16 shapes; a URDF link takes all 27
         urdf = Path(args.out).with_suffix(".urdf")
         cell = 1.0 / args.per_edge
-        element = (f'<sphere radius="{cell / 2}"/>' if args.shape == "spheres"
-                   else f'<box size="{cell} {cell} {cell}"/>')
-        spheres = "".join(f'<collision><origin xyz="{x} {y} {z}"/><geometry>{element}</geometry></collision>'
-                          for x, y, z in cube_particles(1.0, args.per_edge))
+        element = (f'<sphere radius="{cell / 2:.6f}"/>' if args.shape == "spheres"
+                   else f'<box size="{cell:.6f} {cell:.6f} {cell:.6f}"/>')
+        spheres = "".join(f'\n<collision><origin xyz="{x:.6f} {y:.6f} {z:.6f}"/><geometry>{element}</geometry>'
+                          f'</collision>' for x, y, z in cube_particles(1.0, args.per_edge))
         urdf.write_text(f'<robot name="sphere_cube"><link name="cube"><inertial><mass value="1000"/>'
                         f'<inertia ixx="{1000.0 / 6}" iyy="{1000.0 / 6}" izz="{1000.0 / 6}" ixy="0" ixz="0" '
                         f'iyz="0"/></inertial>{spheres}</link></robot>')
