@@ -31,7 +31,7 @@ from addon.core import ModelBuilder, SimulationSettings  # noqa: E402
 from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from addon.core.settings import CONTACT_GEOMETRIES  # noqa: E402
 from addon.core.shapes import cube_particles  # noqa: E402
-from bench.machine import commit, cpu_model, setting_overrides  # noqa: E402
+from bench.machine import commit, cpu_model, setting_overrides, write_report  # noqa: E402
 from bench.scenes import cube_pile  # noqa: E402
 
 
@@ -106,11 +106,7 @@ def main(argv=None):
                 report["block"].append(row)
                 print("block", json.dumps(row), file=sys.stderr, flush=True)
     report["load_after"] = list(os.getloadavg())
-    text = json.dumps(report, indent=2)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
-    print(text)
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

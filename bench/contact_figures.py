@@ -41,7 +41,7 @@ from addon.core import voxelize as vox  # noqa: E402
 from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from addon.core.shapes import box_particles, cube_particles  # noqa: E402
-from bench.machine import commit, cpu_model, setting_overrides  # noqa: E402
+from bench.machine import commit, cpu_model, setting_overrides, write_report  # noqa: E402
 from bench.scenes import cube_pile  # noqa: E402
 
 G = 9.81
@@ -363,11 +363,7 @@ def main(argv=None):
         result["wall_s"] = time.perf_counter() - start
         report["scenes"][name] = result
         print(name, json.dumps(result), file=sys.stderr, flush=True)
-    text = json.dumps(report, indent=2)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text + "\n")
-    print(text)
+    write_report(report, args.out)
 
 
 if __name__ == "__main__":

@@ -36,3 +36,12 @@ def setting_overrides(items) -> dict:
         except json.JSONDecodeError:
             overrides[key] = value
     return overrides
+
+
+def write_report(report: dict, out: str | None) -> None:
+    """A benchmark's report as indented JSON: to ``out`` (folders made) when given, and to stdout."""
+    text = json.dumps(report, indent=2)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text + "\n")
+    print(text)

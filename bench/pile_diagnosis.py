@@ -236,10 +236,7 @@ def kinetic_energy(engine, state) -> float:
 
 def freeze(engine):
     """Stop every body (momenta, velocities); poses and friction springs stay."""
-    zeros = np.zeros((engine.body_count, 4), np.float32)
-    for name in ("body_momentum", "body_angular_momentum", "body_velocity", "body_angular_velocity"):
-        engine.cl.enqueue_copy(engine.queue, engine.arguments[name], zeros)
-    engine.queue.finish()
+    damp(engine, 0.0)
 
 
 def set_pair_table(engine, name: str, value: float):
