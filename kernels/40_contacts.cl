@@ -262,10 +262,142 @@ inline bool on_fields(BodyFields f, int body_i, int body_j)
     return body_j != STATIC_BODY && f.body_shape[body_i] >= 0 && f.body_shape[body_j] >= 0;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Voxel against voxel between bodies (VOXEL_CONTACTS, settings contact_geometry "voxels";
+// addon/core/voxel_pairs.py explains, and mirrors each function here).
+
+typedef struct {
+    __global const float *particle_corner_reach;  // whole voxels (>= WHOLE_VOXEL_REACH) meet as cubes
+    __global const uchar *particle_faces;         // exposed faces: bit 2k +axis k, 2k + 1 -axis k
+    __global const float4 *body_orientation;
+    __global const float4 *body_lattice;
+} Voxels;
+
+// Whether the voxel (lattice axes F) touching along +axis presses only on faces it exposes.
+inline bool presses_on_exposed_faces(float3 axis, const float3 *F, uint faces)
+{
+    float c[3] = {dot(axis, F[0]), dot(axis, F[1]), dot(axis, F[2])};
+    float biggest = fmax(fabs(c[0]), fmax(fabs(c[1]), fabs(c[2])));
+    for (int k = 0; k < 3; ++k) {
+        if (fabs(c[k]) >= FACE_COMPONENT_FRACTION * biggest) {
+            uint bit = (c[k] > 0.0f) ? 2u * k : 2u * k + 1u;
+            if (!((faces >> bit) & 1u)) return false;
+        }
+    }
+    return true;
+}
+
+// The voxel's deepest point along d: a corner, or the middle of an edge or face on a tie.
+inline float3 voxel_box_support(float3 c, const float3 *F, float r, float3 d)
+{
+    float3 q = c;
+    for (int k = 0; k < 3; ++k) {
+        float s = dot(d, F[k]);
+        q += F[k] * r * ((s > 1e-3f) ? 1.0f : ((s < -1e-3f) ? -1.0f : 0.0f));
+    }
+    return q;
+}
+
+// Voxels of side 2 r at p_i and p_j (lattice axes A, B; exposed faces faces_i, faces_j) as box
+// against box: false if apart, else n from i towards j, the depth, the contact point and the share.
+inline bool voxel_pair(float3 p_i, const float3 *A, uint faces_i, float3 p_j, const float3 *B, uint faces_j,
+                       float r, float3 *n_out, float *depth_out, float3 *point_out, float *share_out)
+{
+    float3 d = p_j - p_i;
+    float best = INFINITY;
+    int kind = -1;  // 0: a face of i, 1: a face of j, 2: an edge pair
+    for (int k = 0; k < 15; ++k) {
+        float3 axis;
+        if (k < 3) axis = A[k];
+        else if (k < 6) axis = B[k - 3];
+        else {
+            axis = cross(A[(k - 6) / 3], B[(k - 6) % 3]);
+            float len = length(axis);
+            if (len < PARALLEL_EDGES) continue;
+            axis /= len;
+        }
+        float reach_i = r * (fabs(dot(axis, A[0])) + fabs(dot(axis, A[1])) + fabs(dot(axis, A[2])));
+        float reach_j = r * (fabs(dot(axis, B[0])) + fabs(dot(axis, B[1])) + fabs(dot(axis, B[2])));
+        float along = dot(axis, d);
+        float overlap = reach_i + reach_j - fabs(along);
+        if (overlap <= 0.0f) return false;  // a separating axis
+        float biased = (k < 6) ? overlap : overlap * EDGE_AXIS_BIAS + 1e-6f * r;
+        if (biased >= best) continue;
+        float3 oriented = (along >= 0.0f) ? axis : -axis;
+        if (!(presses_on_exposed_faces(oriented, A, faces_i) && presses_on_exposed_faces(-oriented, B, faces_j)))
+            continue;
+        best = biased;
+        *n_out = oriented;
+        *depth_out = overlap;
+        kind = (k < 3) ? 0 : ((k < 6) ? 1 : 2);
+    }
+    if (kind < 0) return false;
+    float3 n = *n_out;
+    *point_out = 0.5f * (voxel_box_support(p_i, A, r, n) + voxel_box_support(p_j, B, r, -n));
+    float share = 1.0f;
+    if (kind != 2) {
+        // the part of the face (side 2 r) that the other voxel's extent covers, along the face's two axes
+        const float3 *F = (kind == 0) ? A : B;
+        const float3 *O = (kind == 0) ? B : A;
+        for (int m = 0; m < 3; ++m) {
+            float3 u = F[m];
+            if (fabs(dot(u, n)) > 0.7f) continue;
+            float lateral = r * (fabs(dot(u, O[0])) + fabs(dot(u, O[1])) + fabs(dot(u, O[2]))) + r - fabs(dot(u, d));
+            share *= clamp(lateral / (2.0f * r), 0.0f, 1.0f);
+        }
+    }
+    *share_out = share;
+    return share > 0.0f;
+}
+
+inline void lattice_axes(int b, Voxels vx, float3 *F)
+{
+    float4 frame = quat_multiply(vx.body_orientation[b], vx.body_lattice[b]);
+    F[0] = quat_rotate(frame, (float3)(1.0f, 0.0f, 0.0f));
+    F[1] = quat_rotate(frame, (float3)(0.0f, 1.0f, 0.0f));
+    F[2] = quat_rotate(frame, (float3)(0.0f, 0.0f, 1.0f));
+}
+
+// The pair (i, j) of two bodies' whole voxels: box against box, computed with the lower body's
+// voxel first on both sides (the same axis, depth, point and share), the contact law at the one
+// point between them, its force and torque scaled by the share; whether they touch. Mirrors
+// ReferenceEngine._voxel_pair.
+inline bool voxel_pair_contact(
+    int i, int j, float3 p_i, float3 p_j, int body_i, int body_j, float3 v_i, float3 w_i, float2 mass_i,
+    int mat_i, ContactConstants cc, NeighbourState ns, Voxels vx,
+    __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
+    __global const float *pair_friction, __global const float *pair_rolling,
+    const int *old_key, __global const float4 *old_xi, const int stride,
+    __global int *new_key, __global float4 *new_xi, int *slots_used, float3 *force, float3 *torque)
+{
+    float3 A[3], B[3];
+    lattice_axes(body_i, vx, A);
+    lattice_axes(body_j, vx, B);
+    uint faces_i = vx.particle_faces[i], faces_j = vx.particle_faces[j];
+    float3 n, point;
+    float depth, share;
+    bool swapped = body_i > body_j;
+    if (!(swapped ? voxel_pair(p_j, B, faces_j, p_i, A, faces_i, cc.radius, &n, &depth, &point, &share)
+                  : voxel_pair(p_i, A, faces_i, p_j, B, faces_j, cc.radius, &n, &depth, &point, &share)))
+        return false;
+    if (swapped) n = -n;
+    float3 arm = point - p_i;
+    float3 w_j = ns.body_angular_velocity[body_j].xyz;
+    // contact_law takes j's side as a centre moving with -arm; the point is j's at point - its centre
+    float3 v_j = ns.body_velocity[body_j].xyz + cross(w_j, point - ns.body_position[body_j].xyz) + cross(w_j, arm);
+    float3 f = (float3)(0.0f), t = (float3)(0.0f);
+    add_contact(cc, j, n, arm, depth, v_i, w_i, v_j, w_j, mass_i, contact_mass(body_j, body_contact_mass), mat_i,
+                ns.particle_material[j], pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
+                new_key, new_xi, slots_used, &f, &t);
+    *force += share * f;
+    *torque += share * t;
+    return true;
+}
+
 // The contact of particle i with the particle in bucket slot k (another body's), if they overlap.
 inline void particle_pair_contact(
-    int k, float3 p_j, float3 delta, float dist2, int body_j, int body_i, float3 v_i, float3 w_i, float2 mass_i,
-    int mat_i, bool asleep_i, ContactConstants cc, NeighbourState ns,
+    int k, float3 p_j, float3 delta, float dist2, int body_j, int i, int body_i, float3 v_i, float3 w_i,
+    float2 mass_i, int mat_i, bool asleep_i, ContactConstants cc, NeighbourState ns, Voxels vx,
     __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
@@ -274,8 +406,20 @@ inline void particle_pair_contact(
 {
     float dist = sqrt(dist2);
     if (dist <= 1e-9f * cc.radius) return;
-    float3 n = delta / dist;
     int j = ns.sorted_particle[k];
+#if VOXEL_CONTACTS
+    if (body_j != STATIC_BODY && vx.particle_corner_reach[i] >= WHOLE_VOXEL_REACH
+        && vx.particle_corner_reach[j] >= WHOLE_VOXEL_REACH) {
+        float3 p_i = p_j - delta;
+        bool touching = voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx, body_contact_mass,
+                           pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
+                           slots_used, force, torque);
+        if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
+        return;
+    }
+    if (dist2 >= 4.0f * cc.radius * cc.radius) return;
+#endif
+    float3 n = delta / dist;
     float3 v_j = (float3)(0.0f), w_j = (float3)(0.0f);
     if (body_j != STATIC_BODY) {
         w_j = ns.body_angular_velocity[body_j].xyz;
@@ -312,12 +456,18 @@ inline void particle_contacts(
     __global int *history_key_out, __global float4 *history_xi_out,
     bool rebuild, bool with_contacts, float reach2, __global int *neighbour_count, __global int *neighbour,
     bool asleep_i, __global int *body_touched_out,
-    __global const float *particle_corner_reach, __global const float4 *body_orientation,
-    __global const float4 *body_lattice, BodyFields fields, int key_base,
+    __global const float *particle_corner_reach, __global const uchar *particle_faces,
+    __global const float4 *body_orientation, __global const float4 *body_lattice, BodyFields fields, int key_base,
     float3 *body_force, float3 *body_torque, int *contact_count)
 {
     float diameter = 2.0f * cc.radius;
-    float diameter2 = diameter * diameter;
+#if VOXEL_CONTACTS
+    float pair_reach2 = VOXEL_PAIR_REACH2;  // whole voxels touch corner to corner 2 sqrt(3) r apart
+    Voxels vx = {particle_corner_reach, particle_faces, body_orientation, body_lattice};
+#else
+    float pair_reach2 = diameter * diameter;
+    Voxels vx = {0, 0, 0, 0};
+#endif
     // keys in private memory, springs read from global memory only on a match: keeping all
     // eight springs in private memory cost registers (spills) on the GPU
     // slot-major: slot k of particle i at k * stride + i, stride = particle count
@@ -385,9 +535,9 @@ inline void particle_contacts(
                     continue;
                 }
 #endif
-                if (dist2 >= diameter2 || !with_contacts) continue;
-                particle_pair_contact((int)k, other.xyz, delta, dist2, body_j, body_i, v_i, w_i, mass_i, mat_i,
-                                      asleep_i, cc, ns, body_contact_mass, pair_damping_ratio,
+                if (dist2 >= pair_reach2 || !with_contacts) continue;
+                particle_pair_contact((int)k, other.xyz, delta, dist2, body_j, i, body_i, v_i, w_i, mass_i, mat_i,
+                                      asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                       pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
                                       &slots_used, body_touched_out, &force, &torque);
             }
@@ -414,9 +564,9 @@ inline void particle_contacts(
                 continue;
             }
 #endif
-            if (dist2 >= diameter2) continue;
-            particle_pair_contact(k, other.xyz, delta, dist2, as_int(other.w), body_i, v_i, w_i, mass_i, mat_i,
-                                  asleep_i, cc, ns, body_contact_mass, pair_damping_ratio,
+            if (dist2 >= pair_reach2) continue;
+            particle_pair_contact(k, other.xyz, delta, dist2, as_int(other.w), i, body_i, v_i, w_i, mass_i, mat_i,
+                                  asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                   pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
                                   &slots_used, body_touched_out, &force, &torque);
         }
@@ -486,6 +636,7 @@ __kernel void compute_contacts(
     __global const float *particle_corner_reach,
     __global const float4 *body_orientation,
     __global const float4 *body_lattice,     // voxel lattice axes in the body frame
+    __global const uchar *particle_faces,    // exposed voxel faces (VOXEL_CONTACTS; see Voxels)
     __global const int *body_shape,          // the body fields (SDF_CONTACTS; see BodyFields)
     __global const float4 *body_sdf_frame,
     __global const float4 *shape_origin,
@@ -531,7 +682,7 @@ __kernel void compute_contacts(
                           ns, body_contact_mass, colliders, pair_damping_ratio, pair_friction, pair_rolling,
                           history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out,
                           rebuilding, with_contacts, neighbour_reach2, neighbour_count, neighbour_list + s, asleep_i,
-                          body_touched_out, particle_corner_reach, body_orientation, body_lattice,
+                          body_touched_out, particle_corner_reach, particle_faces, body_orientation, body_lattice,
                           fields, particle_count, &force, &torque, &contact_count);
     }
     // most particles touch nothing (free fall, a pile's inside): a byte instead of 32

@@ -41,8 +41,8 @@ class BakeOptions:
     frame_step: int = 1
     substeps: int | None = None  # per frame; None: automatic
     radius: float | None = None  # None: automatic
-    target_penetration: float = _SIMULATION.target_penetration
-    contact_geometry: str = _SIMULATION.contact_geometry  # how bodies meet: "particles" or "sdf" (flat faces)
+    target_penetration: float | None = None  # None: the contact geometry's default
+    contact_geometry: str = _SIMULATION.contact_geometry  # how bodies meet (settings.CONTACT_GEOMETRIES)
     sleep_speed: float = _SIMULATION.sleep_speed  # m/s; 0: bodies never sleep
     sleep_time: float = _SIMULATION.sleep_time  # s
     device: str | None = None  # OpenCL device selector; None: automatic
@@ -65,7 +65,7 @@ class BakeOptions:
                 frame_step=s.frame_step,
                 substeps=s.substeps if s.substeps_mode == "MANUAL" else None,
                 radius=s.particle_radius if s.radius_mode == "MANUAL" else None,
-                target_penetration=s.target_penetration,
+                target_penetration=s.target_penetration if s.stiffness_mode == "MANUAL" else None,
                 contact_geometry=s.contact_geometry,
                 sleep_speed=s.sleep_speed if s.use_sleep else 0.0,
                 sleep_time=s.sleep_time,

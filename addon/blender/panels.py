@@ -198,8 +198,10 @@ class PRB_PT_scene(bpy.types.Panel):
         layout.prop(s, "radius_mode")
         if s.radius_mode == "MANUAL":
             layout.prop(s, "particle_radius")
-        layout.prop(s, "target_penetration")
         layout.prop(s, "contact_geometry")
+        layout.prop(s, "stiffness_mode")
+        if s.stiffness_mode == "MANUAL":
+            layout.prop(s, "target_penetration")
         layout.prop(s, "use_sleep")
         if s.use_sleep:
             col = layout.column(align=True)

@@ -35,6 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields
+from .voxel_pairs import (EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGES, VOXEL_PAIR_REACH,
+                          WHOLE_VOXEL_REACH, exposed_faces)
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
@@ -114,6 +116,10 @@ REBUILD_FRACTION = 0.45
 SDF_NEIGHBOUR_SKIN = 1.0
 SDF_NEIGHBOUR_SLOTS = 32
 SDF_REBUILD_FRACTION = 0.18
+# Voxel contacts (voxel_pairs) meet up to VOXEL_PAIR_REACH (2 sqrt(3)) radii apart: with a skin of a
+# diameter, rebuilt after 0.12 of it, every pair within 2 r + 2 r (1 - 2 * 0.12) = 3.52 r is listed.
+VOXEL_NEIGHBOUR_SKIN = 1.0
+VOXEL_NEIGHBOUR_SLOTS = 32
 
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
 # estimate users see before simulating. The grid's two bucket arrays hold up to two buckets per
@@ -124,10 +130,10 @@ BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
 
 
 def bytes_per_particle(contact_geometry: str | None = None) -> int:
-    """Device bytes per particle with this contact geometry ("particles" or "sdf"); None: the larger."""
-    slots = {"particles": NEIGHBOUR_SLOTS, "sdf": SDF_NEIGHBOUR_SLOTS}.get(
-        contact_geometry, max(NEIGHBOUR_SLOTS, SDF_NEIGHBOUR_SLOTS))
-    return _BYTES_PER_PARTICLE_BUT_LISTS + 4 * (slots + 1)
+    """Device bytes per particle with this contact geometry (settings.CONTACT_GEOMETRIES); None: the largest."""
+    slots = {"particles": NEIGHBOUR_SLOTS, "sdf": SDF_NEIGHBOUR_SLOTS, "voxels": VOXEL_NEIGHBOUR_SLOTS}.get(
+        contact_geometry, max(NEIGHBOUR_SLOTS, SDF_NEIGHBOUR_SLOTS, VOXEL_NEIGHBOUR_SLOTS))
+    return _BYTES_PER_PARTICLE_BUT_LISTS + 1 + 4 * (slots + 1)
 
 
 def estimate_device_memory(particle_count: int, body_count: int, contact_geometry: str | None = None) -> int:
@@ -201,13 +207,22 @@ class OpenCLEngine(StateMixin):
         self.time = 0.0
         self.substeps_done = 0
         self.sdf_contacts = self.settings.contact_geometry == "sdf"
+        self.voxel_contacts = self.settings.contact_geometry == "voxels"
+        geometry = "sdf" if self.sdf_contacts else ("voxels" if self.voxel_contacts else "particles")
         if neighbour_skin is None:
-            neighbour_skin = SDF_NEIGHBOUR_SKIN if self.sdf_contacts else NEIGHBOUR_SKIN
+            neighbour_skin = {"sdf": SDF_NEIGHBOUR_SKIN, "voxels": VOXEL_NEIGHBOUR_SKIN}.get(geometry, NEIGHBOUR_SKIN)
         if neighbour_slots is None:
-            neighbour_slots = SDF_NEIGHBOUR_SLOTS if self.sdf_contacts else NEIGHBOUR_SLOTS
-        self.rebuild_fraction = SDF_REBUILD_FRACTION if self.sdf_contacts else REBUILD_FRACTION
+            neighbour_slots = {"sdf": SDF_NEIGHBOUR_SLOTS, "voxels": VOXEL_NEIGHBOUR_SLOTS}.get(geometry,
+                                                                                              NEIGHBOUR_SLOTS)
         if not (neighbour_skin > 0 and math.isfinite(neighbour_skin)) or neighbour_slots < 1:
             raise ValueError(f"neighbour skin must be > 0 and slots >= 1, got {neighbour_skin}, {neighbour_slots}")
+        self.rebuild_fraction = SDF_REBUILD_FRACTION if self.sdf_contacts else REBUILD_FRACTION
+        if self.voxel_contacts:
+            # every pair within VOXEL_PAIR_REACH listed: d (1 + skin (1 - 2 fraction)) >= reach, with 10 % to spare
+            self.rebuild_fraction = 0.45 * (1.0 - (VOXEL_PAIR_REACH / 2.0 - 1.0) / neighbour_skin)
+            if self.rebuild_fraction <= 0.0:
+                raise ValueError(f"voxel contacts need a neighbour skin over {VOXEL_PAIR_REACH / 2 - 1:.3f}, "
+                                 f"got {neighbour_skin}")
         self.neighbour_skin = float(neighbour_skin)
         self.neighbour_slots = int(neighbour_slots)
         material_count = len(model.materials)
@@ -224,6 +239,11 @@ class OpenCLEngine(StateMixin):
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
                    f"-DSDF_CONTACTS={int(self.sdf_contacts)}", f"-DSURFACE_CACHE={SURFACE_CONTACTS_KEPT}",
                    f"-DPAIR_REACH2={float((PAIR_REACH * model.particle_radius) ** 2)!r}f",
+                   f"-DVOXEL_CONTACTS={int(self.voxel_contacts)}",
+                   f"-DVOXEL_PAIR_REACH2={float((VOXEL_PAIR_REACH * model.particle_radius) ** 2)!r}f",
+                   f"-DWHOLE_VOXEL_REACH={WHOLE_VOXEL_REACH!r}f", f"-DEDGE_AXIS_BIAS={EDGE_AXIS_BIAS!r}f",
+                   f"-DFACE_COMPONENT_FRACTION={FACE_COMPONENT_FRACTION!r}f",
+                   f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f",
                    "-cl-denorms-are-zero"]
         source = program_source()
         self.program = cl.Program(self.context, source).build(options=options)
@@ -290,6 +310,8 @@ class OpenCLEngine(StateMixin):
         a["particle_material"] = buffer(particle_material)
         a["particle_corner_reach"] = buffer(m.particle_corner_reach.astype(np.float32))
         a["body_lattice"] = buffer(_quat_to_device(m.body_lattice_orientation))
+        a["particle_faces"] = buffer(exposed_faces(m) if self.voxel_contacts
+                                     else np.zeros(max(particle_count, 1), np.uint8))
         a["particle_bucket"] = buffer(nbytes=4 * particle_count)
         a["sorted_particle"] = buffer(nbytes=4 * particle_count)
         a["sorted_position"] = buffer(nbytes=16 * particle_count)

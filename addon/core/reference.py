@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields, pair_weight
+from .voxel_pairs import VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, exposed_faces, is_voxel_pair, voxel_pair
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_multiply, quaternion_to_matrix
@@ -68,6 +69,9 @@ class ReferenceEngine(StateMixin):
         # contacts between bodies on their signed-distance fields (core.body_sdf)
         self.sdf = self.settings.contact_geometry == "sdf"
         self.fields = build_body_fields(m) if self.sdf and m.body_count else None
+        # whole voxels of two bodies meeting box against box (core.voxel_pairs)
+        self.voxels = self.settings.contact_geometry == "voxels"
+        self.faces = exposed_faces(m) if self.voxels else None
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -114,7 +118,8 @@ class ReferenceEngine(StateMixin):
     # -- contacts --------------------------------------------------------------------------
     def find_particle_pairs(self, pos):
         """All (i, j), i dynamic, j of another body (or static), closer than a diameter (with SDF
-        contacts: two dynamic bodies' particles closer than PAIR_REACH radii); i-major, j ascending."""
+        contacts: two dynamic bodies' particles closer than PAIR_REACH radii; with voxel contacts two
+        whole voxels closer than VOXEL_PAIR_REACH radii); i-major, j ascending."""
         m = self.model
         d = 2 * m.particle_radius
         body = m.particle_body
@@ -125,6 +130,9 @@ class ReferenceEngine(StateMixin):
             with_field = self.dynamic.copy()
             with_field[self.dynamic] = self.fields.body_shape[body[self.dynamic]] >= 0
             reach2[np.ix_(with_field, with_field)] = (PAIR_REACH * m.particle_radius) ** 2
+        if self.voxels:
+            whole = self.dynamic & (m.particle_corner_reach >= WHOLE_VOXEL_REACH)
+            reach2[np.ix_(whole, whole)] = (VOXEL_PAIR_REACH * m.particle_radius) ** 2
         close = (dist2 < reach2) & (body[:, None] != body[None, :]) & self.dynamic[:, None]
         np.fill_diagonal(close, False)
         return np.argwhere(close)
@@ -270,6 +278,34 @@ class ReferenceEngine(StateMixin):
         if touching and asleep[bj] and not asleep[b]:
             touched_next[bj] = True
 
+    def _voxel_pair(self, i, j, pos, vel, state, asleep, slots_in, slots_out, touched_next, force, torque):
+        """The pair (i, j) of two bodies' whole voxels under voxel contacts (40_contacts.cl
+        particle_pair_contact): box against box, computed with the lower body's voxel first on both
+        sides, the contact law at the one point between them, scaled by the pair's share."""
+        m = self.model
+        b, bj = m.particle_body[i], m.particle_body[j]
+        frames = [self._rotation(body) @ quaternion_to_matrix(m.body_lattice_orientation[body]) for body in (b, bj)]
+        swapped = b > bj
+        if swapped:
+            contact = voxel_pair(pos[j], frames[1], self.faces[j], pos[i], frames[0], self.faces[i], m.particle_radius)
+        else:
+            contact = voxel_pair(pos[i], frames[0], self.faces[i], pos[j], frames[1], self.faces[j], m.particle_radius)
+        if contact is None:
+            return
+        n, depth, point, share = contact
+        if swapped:
+            n = -n
+        if asleep[bj] and not asleep[b]:
+            touched_next[bj] = True
+        arm = point - pos[i]
+        omega_j = state.angular_velocity[bj]
+        # contact_law takes j's side as a centre moving with -arm; the point is j's at point - pos[j]
+        vel_j = state.velocity[bj] + np.cross(omega_j, point - self.x[bj]) + np.cross(omega_j, arm)
+        f, t = self._contact(i, j, n, arm, depth, vel[i], state.angular_velocity[b], vel_j, omega_j,
+                             self._particle_material(j), self._contact_mass(bj), slots_in, slots_out)
+        force[i] += share * f
+        torque[i] += share * t
+
     def _step(self):
         m = self.model
         pr = self.params
@@ -305,6 +341,11 @@ class ReferenceEngine(StateMixin):
                     continue
                 dist = np.linalg.norm(delta)
                 if dist <= 1e-9 * r:
+                    continue
+                if self.voxels and is_voxel_pair(m, i, j):
+                    self._voxel_pair(i, j, pos, vel, state, asleep, slots_in, slots_out, touched_next, force, torque)
+                    continue
+                if dist >= 2 * r:
                     continue
                 n = delta / dist
                 bj = m.particle_body[j]

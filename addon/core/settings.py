@@ -42,13 +42,21 @@ FRICTION_SLOTS = 8
 # instead of 9) at restitution 0 rang at the substep rate forever, and so did stacks of such
 # cubes at 0.2. 0.9 leaves a single face at restitution 0 (0.84) untouched.
 DAMPING_LIMIT = 0.9
-CONTACT_GEOMETRIES = ("particles", "sdf")
+CONTACT_GEOMETRIES = ("particles", "sdf", "voxels")
+# The stiffness target each contact geometry defaults to. Voxel contacts stand a pile like Newton's
+# and Bullet's boxes only with contacts 16x stiffer (4x the substeps): at 0.05 the 1000-cube pile
+# holds for 5 s and then avalanches, at 0.0125 its deepest corner sinks 1.4 cm, at 0.05 / 16 it
+# meets the pile figures (docs/experiments/contact-solve.md, E12). Particle contacts gain nothing
+# from it: their piles flow at any stiffness (E4, E10).
+DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05 / 16}
 
 
 @dataclass
 class SimulationSettings:
     gravity: tuple = (0.0, 0.0, -9.81)
-    target_penetration: float = 0.05  # fraction of particle radius under the design load
+    # fraction of particle radius under the design load; None: the contact geometry's default
+    # (DEFAULT_TARGET_PENETRATION), filled in on construction
+    target_penetration: float | None = None
     load_height: float | None = None  # metres of material resting on a contact; None: 10 x tallest body
     stiffness: float | None = None  # N/m per particle contact; overrides the target when set
     substep: float | None = None  # seconds; None: automatic from stiffness and mass
@@ -64,21 +72,25 @@ class SimulationSettings:
     # faces meet flat instead of settling into the hollows between the particles below. "sdf" costs
     # about 2x the CPU time and 4-7x the GPU time in dense piles, and its 1000-cube pile ends
     # further from Newton's (docs/experiments/contact-solve.md, E6): an opt-in for flat faces.
+    # "voxels", two bodies' whole voxels meet box against box (core.voxel_pairs): flat faces and
+    # sharp edges between bodies, piles that stand like Newton's and Bullet's boxes (E11, E12).
     contact_geometry: str = "particles"
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
         if len(self.gravity) != 3 or not all(math.isfinite(g) for g in self.gravity):
             raise ValueError(f"gravity must be three finite numbers, got {self.gravity}")
+        if self.contact_geometry not in CONTACT_GEOMETRIES:
+            raise ValueError(f"contact geometry must be one of {', '.join(CONTACT_GEOMETRIES)}, "
+                             f"got {self.contact_geometry!r}")
+        if self.target_penetration is None:
+            self.target_penetration = DEFAULT_TARGET_PENETRATION[self.contact_geometry]
         if not (0 < self.target_penetration <= 1):
             raise ValueError(f"target penetration must be in (0, 1], got {self.target_penetration}")
         for name in ("load_height", "stiffness", "substep"):
             value = getattr(self, name)
             if value is not None and not (value > 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be positive, got {value}")
-        if self.contact_geometry not in CONTACT_GEOMETRIES:
-            raise ValueError(f"contact geometry must be one of {', '.join(CONTACT_GEOMETRIES)}, "
-                             f"got {self.contact_geometry!r}")
         if self.terminal_speed < 0:
             raise ValueError("terminal speed must be >= 0")
         for name in ("sleep_speed", "sleep_time"):

@@ -293,12 +293,17 @@ def test_scene_settings_reach_the_simulation(registered):
     assert BakeOptions.from_scene(scene).contact_geometry == SimulationSettings().contact_geometry == "particles"
     items = s.bl_rna.properties["contact_geometry"].enum_items
     assert tuple(item.identifier for item in items) == CONTACT_GEOMETRIES
-    assert [item.name for item in items] == ["Particles (fast)", "Flat Faces"]
+    assert [item.name for item in items] == ["Particles (fast)", "Flat Faces", "Rigid Voxels"]
     s.use_scene_frame_range = False
     s.frame_start, s.frame_end, s.frame_step = 3, 11, 2
     s.substeps_mode, s.substeps = "MANUAL", 37
     s.radius_mode, s.particle_radius = "MANUAL", 0.05
-    s.target_penetration = 0.1
+    s.target_penetration = 0.1  # not used while the stiffness is automatic
+    s.contact_geometry = "voxels"  # the panel's Contacts: Rigid Voxels
+    voxels = BakeOptions.from_scene(scene)
+    assert voxels.contact_geometry == "voxels" and voxels.target_penetration is None
+    assert SimulationSettings(contact_geometry="voxels").target_penetration == pytest.approx(0.05 / 16)
+    s.stiffness_mode = "MANUAL"
     s.contact_geometry = "sdf"  # the panel's Contacts: Flat Faces
     s.use_sleep, s.sleep_speed, s.sleep_time = True, 0.05, 0.7
     s.max_particles = 5000
@@ -324,7 +329,7 @@ def test_scene_settings_reach_the_simulation(registered):
     assert BakeOptions.from_scene(scene).sleep_speed == 0.0
     s.use_scene_frame_range = True
     assert (BakeOptions.from_scene(scene).frame_start, BakeOptions.from_scene(scene).frame_end) == (1, 40)
-    with pytest.raises(BakeError, match="contact geometry must be one of particles, sdf, got 'cubes'"):
+    with pytest.raises(BakeError, match="contact geometry must be one of particles, sdf, voxels, got 'cubes'"):
         BakeOptions.from_scene(scene, contact_geometry="cubes").validate()
     s.max_particles = 10  # the limit is the scene's: the 0.4 m cube at radius 0.05 needs 64
     with pytest.raises(BakeError, match="limit of 10"):

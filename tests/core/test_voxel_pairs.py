@@ -1,0 +1,215 @@
+"""Voxel against voxel between bodies (contact_geometry "voxels", core.voxel_pairs): exposed faces,
+the box-against-box pair, faces that meet flat, momentum, the lists, and what stays particle
+contacts."""
+import numpy as np
+import pytest
+
+from addon.core import Material, ModelBuilder, SimulationSettings
+from addon.core.opencl_engine import OpenCLEngine
+from addon.core.rotations import quaternion_to_matrix
+from addon.core.shapes import box_particles, cube_particles
+from addon.core.voxel_pairs import VOXEL_PAIR_REACH, exposed_faces, voxel_pair
+from bench.scenes import cube_pile
+from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, axis_angle_quaternion, engine_for, run_for
+from tests.core.test_conservation import momenta
+
+ALL_FACES = 0x3F
+
+
+def test_exposed_faces_of_a_cube_a_turned_lattice_and_particles_off_any_lattice():
+    builder = ModelBuilder(RADIUS)
+    add_cube(builder, (0, 0, 0))
+    # the same cube's particles given in a frame turned 30 degrees from its lattice
+    turn = axis_angle_quaternion((0, 0, 1), np.pi / 6)
+    turned = cube_particles(CUBE_SIDE) @ quaternion_to_matrix(turn).T
+    builder.add_body(turned, density=1000.0, position=(3, 0, 0), corner_reach=1.0, lattice_orientation=turn)
+    builder.add_body(cube_particles(0.8), density=1000.0, position=(-3, 0, 0))  # spacing 0.27: no lattice
+    builder.add_static_particles(box_particles((2, 2, 1), 2 * RADIUS))
+    model = builder.finalize()
+    faces = exposed_faces(model)
+    counts = [bin(int(f)).count("1") for f in faces]
+    # corners 3 faces, edges 2, face centres 1, the middle none
+    expected = sorted([3] * 8 + [2] * 12 + [1] * 6 + [0])
+    assert sorted(counts[:27]) == expected and sorted(counts[27:54]) == expected
+    np.testing.assert_array_equal(faces[27:54], faces[:27])
+    assert np.all(faces[54:81] == ALL_FACES) and np.all(faces[81:] == 0)
+    # the particle at the cube's top middle exposes +z only (bit 4)
+    top = np.flatnonzero(np.all(np.isclose(model.particle_offset[:27], (0, 0, 2 * RADIUS)), axis=1))
+    assert faces[top].tolist() == [1 << 4]
+
+
+def test_box_against_box_faces_edges_and_order():
+    r = RADIUS
+    eye = np.eye(3)
+    p_i = np.zeros(3)
+    # a voxel resting on another, half a voxel off in x: a face contact on half of the face
+    p_j = np.array([r, 0.0, 2 * r - 0.01])
+    n, depth, point, share = voxel_pair(p_i, eye, ALL_FACES, p_j, eye, ALL_FACES, r)
+    np.testing.assert_allclose(n, (0, 0, 1))
+    assert depth == pytest.approx(0.01) and share == pytest.approx(0.5)
+    np.testing.assert_allclose(point, (0.5 * r, 0.0, r - 0.005))  # between the faces' middles: the overlap's
+    # the same pair the other way round: the opposite normal, the same depth, point and share
+    n2, depth2, point2, share2 = voxel_pair(p_j, eye, ALL_FACES, p_i, eye, ALL_FACES, r)
+    np.testing.assert_allclose(n2, -n)
+    assert (depth2, share2) == pytest.approx((depth, share))
+    np.testing.assert_allclose(point2, point)
+    # apart along one axis only, however close the centres: no contact
+    assert voxel_pair(p_i, eye, ALL_FACES, np.array([2.01 * r, 0.0, 0.0]), eye, ALL_FACES, r) is None
+    # corner to corner: the spheres would be far apart, the voxels touch
+    corner = np.full(3, 2 * r - 0.01) + 0.0
+    assert np.linalg.norm(corner) > 2 * r and voxel_pair(p_i, eye, ALL_FACES, corner, eye, ALL_FACES, r) is not None
+    # a voxel turned 45 degrees about x and y touching with an edge: along the edge's cross axis
+    # or a face axis, depth below the overlap of their centres' spheres
+    turned = quaternion_to_matrix(axis_angle_quaternion((1, 1, 0), np.pi / 4))
+    contact = voxel_pair(p_i, eye, ALL_FACES, np.array([0.0, 0.0, 2.3 * r]), turned, ALL_FACES, r)
+    assert contact is not None and contact[0][2] > 0.7
+
+
+def test_a_voxel_is_never_pushed_out_through_a_face_it_shares_with_its_own_body():
+    """A voxel sunk into the top layer of a body next to the joint between two of its voxels: by
+    least overlap the pair would push it sideways (the staircase that nests particle contacts);
+    the lower voxel's side face there is inside its body, so the contact is the top face's."""
+    r = RADIUS
+    eye = np.eye(3)
+    lower = np.zeros(3)
+    upper = np.array([1.8 * r, 0.0, 1.5 * r])  # overlaps 0.2 r sideways, 0.5 r vertically
+    sideways = voxel_pair(lower, eye, ALL_FACES, upper, eye, ALL_FACES, r)
+    np.testing.assert_allclose(sideways[0], (1, 0, 0))
+    top_only = 1 << 4  # the lower voxel has neighbours in x and y and below
+    n, depth, _, share = voxel_pair(lower, eye, top_only, upper, eye, ALL_FACES, r)
+    np.testing.assert_allclose(n, (0, 0, 1))
+    assert depth == pytest.approx(0.5 * r) and share == pytest.approx(0.1)
+    # a voxel exposing no face in the way meets nothing (the body's other voxels carry the contact)
+    assert voxel_pair(lower, eye, 0, upper, eye, ALL_FACES, r) is None
+
+
+def joint_sink(**settings):
+    builder = ModelBuilder(RADIUS)
+    for x in (-0.5, 0.5):
+        add_cube(builder, (x, 0.0, 0.5))
+    add_cube(builder, (0.0, 0.0, 1.5))
+    builder.add_ground_plane(0.0)
+    engine = engine_for(builder, **settings)
+    z = run_for(engine, 3.0).position[:, 2]
+    return z[:2].mean() + CUBE_SIDE - z[2]
+
+
+def test_a_cube_across_the_joint_of_two_sinks_less_than_a_millimetre():
+    """Issue 22: the springs under the cube's weight take 0.90 mm at the particles' stiffness and
+    0.06 mm at the voxels' own (16x stiffer); particle contacts sink 45 mm."""
+    assert joint_sink(contact_geometry="voxels") < 0.1e-3
+    assert joint_sink(contact_geometry="voxels", target_penetration=0.05) < 1e-3
+
+
+def test_five_half_offset_rows_keep_their_heights_within_a_centimetre():
+    """Issue 22: rows of cubes each half a cube off the row below. Particle contacts nest them
+    (top row 187 mm low); voxel contacts rest face on face, each face of the row below carrying half
+    of each of two cubes above."""
+    builder = ModelBuilder(RADIUS)
+    for row in range(5):
+        for i in range(8 - row):
+            add_cube(builder, (i + 0.5 * row, 0.0, 0.5 + row))
+    builder.add_ground_plane(0.0)
+    engine = engine_for(builder, contact_geometry="voxels")
+    z = run_for(engine, 2.0).position[:, 2]
+    first = 0
+    total = 0.0
+    for row in range(5):
+        count = 8 - row
+        error = abs(0.5 + row - z[first:first + count].mean())
+        total += error
+        first += count
+    assert total < 0.01, total
+
+
+def test_a_cube_on_a_cube_holds_out_to_where_its_centre_passes_the_edge():
+    """Voxel faces carry a cube over an edge: 0.4 of its side out it stays, 0.6 out it tips off
+    (with particle contacts it slides off the lower cube's rounded edge far sooner)."""
+    def top_after(offset):
+        builder = ModelBuilder(RADIUS)
+        add_cube(builder, (0.0, 0.0, 0.5))
+        add_cube(builder, (offset, 0.0, 1.5))
+        builder.add_ground_plane(0.0)
+        return run_for(engine_for(builder, contact_geometry="voxels"), 2.0).position[1]
+    held = top_after(0.4)
+    assert abs(held[2] - 1.5) < 2e-3 and abs(held[0] - 0.4) < 2e-3
+    assert top_after(0.6)[2] < 1.0
+
+
+@pytest.mark.parametrize("friction", [0.0, 0.6])
+def test_frictional_voxel_collision_keeps_linear_and_angular_momentum(friction):
+    """A spinning cube glancing off a turned one: both sides of each pair compute it in one order,
+    at one point, so momentum is kept to float rounding (the tolerance is issue 22's)."""
+    builder = ModelBuilder(RADIUS)
+    material = Material(restitution=0.5, friction=friction)
+    add_cube(builder, (-1.2, 0.0, 0.0), velocity=(3.0, 0.2, 0.0), angular_velocity=(0, 0, 1.0), material=material)
+    add_cube(builder, (1.2, 0.25, 0.1), velocity=(-2.0, 0.0, 0.0), material=material,
+             orientation=axis_angle_quaternion((1, 1, 0), 0.7))
+    engine = engine_for(builder, gravity=(0, 0, 0), contact_geometry="voxels")
+    p_before, l_before = momenta(engine)
+    run_for(engine, 1.0)
+    p_after, l_after = momenta(engine)
+    assert engine.body_state().velocity[0, 0] < 2.0  # they did collide
+    p_scale = np.abs(engine.model.body_mass[:, None] * engine.model.body_velocity).sum()
+    assert np.linalg.norm(p_after - p_before) / p_scale < 1e-5
+    assert np.linalg.norm(l_after - l_before) / np.linalg.norm(l_before) < 1e-3
+
+
+def expected_voxel_contacts(model, orientation, positions, faces):
+    """(i, j) pairs of two bodies' whole voxels in contact, by brute force in float64 from the
+    kernels' orientations and particle positions; and those within float rounding of touching."""
+    r = model.particle_radius
+    body = model.particle_body
+    frames = (quaternion_to_matrix(orientation) @ quaternion_to_matrix(model.body_lattice_orientation)).reshape(-1, 3, 3)
+    expected, borderline = set(), set()
+    for i in range(model.dynamic_particle_count):
+        d = np.linalg.norm(positions - positions[i], axis=1)
+        for j in np.flatnonzero((d < VOXEL_PAIR_REACH * r + 1e-4) & (body != body[i]) & (body >= 0)).tolist():
+            a, b = (i, j) if body[i] < body[j] else (j, i)
+            contact = voxel_pair(positions[a], frames[body[a]], faces[a], positions[b], frames[body[b]], faces[b], r)
+            # a hair's shift either way decides it: float32 against float64
+            nudged = [voxel_pair(positions[a], frames[body[a]], faces[a], positions[b] + s * 2e-5 * (positions[b] - positions[a]),
+                                 frames[body[b]], faces[b], r) is not None for s in (-1, 1)]
+            if contact is not None and all(nudged) and contact[1] > 1e-5 and contact[3] > 1e-4:
+                expected.add((i, j))
+            elif contact is not None or any(nudged):
+                borderline.add((i, j))
+    return expected, borderline
+
+
+def test_no_voxel_contact_is_missed_between_rebuilds():
+    """A pile forming, every fourth substep checked against brute force: the lists (a diameter of
+    skin, rebuilt after 0.12 of it) hold every pair up to two voxels' corner to corner reach."""
+    engine = OpenCLEngine(cube_pile(27, spacing=1.1), SimulationSettings(contact_geometry="voxels"))
+    model = engine.model
+    faces = exposed_faces(model)
+    checked = with_contacts = 0
+    for step in range(320):
+        before = engine.body_state()  # the poses the substep's contacts see
+        engine.step(1)
+        if step % 4:
+            continue
+        expected, borderline = expected_voxel_contacts(model, before.orientation, engine.particle_positions(), faces)
+        got = engine.contact_pairs()
+        missed = (expected - got) - borderline
+        extra = (got - expected) - borderline
+        assert not missed and not extra, f"substep {step}: missed {sorted(missed)[:5]}, extra {sorted(extra)[:5]}"
+        checked += 1
+        with_contacts += len(expected) > 0
+    assert with_contacts >= 30 and engine.rebuilds > 3
+
+
+def test_sphere_like_voxels_keep_particle_contacts():
+    """Voxels whose corners are not solid (a converted sphere's surface, corner reach 0) meet as
+    the particles' spheres: two one-voxel bodies corner to corner, 0.95 of a diameter apart along
+    each axis, touch as whole voxels and not as spheres (3.3 radii apart)."""
+    def touching(corner_reach):
+        builder = ModelBuilder(RADIUS)
+        for position in ((0, 0, 0), (0.95 * 2 * RADIUS,) * 3):
+            builder.add_body(box_particles((1, 1, 1), 2 * RADIUS), density=1000.0, position=position,
+                             corner_reach=corner_reach)
+        engine = OpenCLEngine(builder.finalize(), SimulationSettings(gravity=(0, 0, 0), contact_geometry="voxels"))
+        engine.step(1)
+        return len(engine.contact_pairs()) > 0
+    assert touching(1.0)
+    assert not touching(0.0)
