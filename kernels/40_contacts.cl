@@ -368,7 +368,8 @@ inline bool voxel_pair_contact(
     __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
-    __global int *new_key, __global float4 *new_xi, int *slots_used, float3 *force, float3 *torque)
+    __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust, float3 *force,
+    float3 *torque)
 {
     float3 A[3], B[3];
     lattice_axes(body_i, vx, A);
@@ -386,9 +387,13 @@ inline bool voxel_pair_contact(
     // contact_law takes j's side as a centre moving with -arm; the point is j's at point - its centre
     float3 v_j = ns.body_velocity[body_j].xyz + cross(w_j, point - ns.body_position[body_j].xyz) + cross(w_j, arm);
     float3 f = (float3)(0.0f), t = (float3)(0.0f);
+    int before = *slots_used;
     add_contact(cc, j, n, arm, depth, v_i, w_i, v_j, w_j, mass_i, contact_mass(body_j, body_contact_mass), mat_i,
                 ns.particle_material[j], pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                 new_key, new_xi, slots_used, &f, &t);
+    // the damping cap counts a body's contacts: a pair counts for its share (four quarter pairs
+    // under a voxel offset by half a voxel are one contact, as the same voxel face on face)
+    if (*slots_used > before) *count_adjust += share - 1.0f;
     *force += share * f;
     *torque += share * t;
     return true;
@@ -401,8 +406,8 @@ inline void particle_pair_contact(
     __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
-    __global int *new_key, __global float4 *new_xi, int *slots_used, __global int *body_touched_out,
-    float3 *force, float3 *torque)
+    __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust,
+    __global int *body_touched_out, float3 *force, float3 *torque)
 {
     float dist = sqrt(dist2);
     if (dist <= 1e-9f * cc.radius) return;
@@ -411,9 +416,10 @@ inline void particle_pair_contact(
     if (body_j != STATIC_BODY && vx.particle_corner_reach[i] >= WHOLE_VOXEL_REACH
         && vx.particle_corner_reach[j] >= WHOLE_VOXEL_REACH) {
         float3 p_i = p_j - delta;
-        bool touching = voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx, body_contact_mass,
-                           pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                           slots_used, force, torque);
+        bool touching = voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx,
+                                           body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling,
+                                           old_key, old_xi, stride, new_key, new_xi, slots_used, count_adjust,
+                                           force, torque);
         if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
         return;
     }
@@ -458,7 +464,7 @@ inline void particle_contacts(
     bool asleep_i, __global int *body_touched_out,
     __global const float *particle_corner_reach, __global const uchar *particle_faces,
     __global const float4 *body_orientation, __global const float4 *body_lattice, BodyFields fields, int key_base,
-    float3 *body_force, float3 *body_torque, int *contact_count)
+    float3 *body_force, float3 *body_torque, float *contact_count)
 {
     float diameter = 2.0f * cc.radius;
 #if VOXEL_CONTACTS
@@ -480,6 +486,7 @@ inline void particle_contacts(
     __global int *new_key = history_key_out + i;
     __global float4 *new_xi = history_xi_out + i;
     int slots_used = 0;
+    float count_adjust = 0.0f;  // voxel pairs count for their share (voxel_pair_contact)
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
 #if SDF_CONTACTS
@@ -539,7 +546,7 @@ inline void particle_contacts(
                 particle_pair_contact((int)k, other.xyz, delta, dist2, body_j, i, body_i, v_i, w_i, mass_i, mat_i,
                                       asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                       pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                                      &slots_used, body_touched_out, &force, &torque);
+                                      &slots_used, &count_adjust, body_touched_out, &force, &torque);
             }
         }
         // more than NEIGHBOUR_SLOTS: this particle searches every substep until the next rebuild
@@ -568,7 +575,7 @@ inline void particle_contacts(
             particle_pair_contact(k, other.xyz, delta, dist2, as_int(other.w), i, body_i, v_i, w_i, mass_i, mat_i,
                                   asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                   pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                                  &slots_used, body_touched_out, &force, &torque);
+                                  &slots_used, &count_adjust, body_touched_out, &force, &torque);
         }
     }
     if (!with_contacts) return;
@@ -576,7 +583,8 @@ inline void particle_contacts(
                       pair_rolling, old_key, old_xi, stride, new_key, new_xi, &slots_used, particle_corner_reach,
                       body_orientation, body_lattice, &force, &torque);
     if (slots_used < FRICTION_SLOTS) new_key[slots_used * stride] = EMPTY_SLOT;
-    *contact_count = slots_used;  // contacts beyond FRICTION_SLOTS are not counted
+    // contacts beyond FRICTION_SLOTS are not counted
+    *contact_count = (float)slots_used + count_adjust;
     *body_force += force;
     // torque about the body's centre of mass (eq. 5.22 plus the contacts' own couples)
     *body_torque += cross(r_i, force) + torque;
@@ -664,7 +672,7 @@ __kernel void compute_contacts(
     float3 v_i = body_velocity[body_i].xyz + cross(w_i, r_i);
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
-    int contact_count = 0;
+    float contact_count = 0.0f;
     bool with_contacts = !(asleep_i && sleep.w > 0.0f && !body_touched_in[body_i]);
     if (!with_contacts) {
         // a sleeping body nothing awake touched: no contacts to compute (what makes settled
@@ -689,7 +697,7 @@ __kernel void compute_contacts(
     bool has_force = contact_count > 0 || any(force != 0.0f) || any(torque != 0.0f);
     particle_has_force[i] = has_force;
     if (has_force) {
-        particle_force[i] = (float4)(force, (float)contact_count);  // .w: contacts, for the body
+        particle_force[i] = (float4)(force, contact_count);  // .w: contacts, for the body
         particle_torque[i] = (float4)(torque, 0.0f);
     }
 }

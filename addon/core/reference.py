@@ -301,8 +301,12 @@ class ReferenceEngine(StateMixin):
         omega_j = state.angular_velocity[bj]
         # contact_law takes j's side as a centre moving with -arm; the point is j's at point - pos[j]
         vel_j = state.velocity[bj] + np.cross(omega_j, point - self.x[bj]) + np.cross(omega_j, arm)
+        before = slots_out[2]
         f, t = self._contact(i, j, n, arm, depth, vel[i], state.angular_velocity[b], vel_j, omega_j,
                              self._particle_material(j), self._contact_mass(bj), slots_in, slots_out)
+        # the damping cap counts the pair for its share (40_contacts.cl voxel_pair_contact)
+        if slots_out[2] > before:
+            slots_out[3] += share - 1.0
         force[i] += share * f
         torque[i] += share * t
 
@@ -332,7 +336,7 @@ class ReferenceEngine(StateMixin):
                 continue
             omega_i = state.angular_velocity[b]
             slots_in = (self.history_key[i], self.history_xi[i])
-            slots_out = [new_key[i], new_xi[i], 0]
+            slots_out = [new_key[i], new_xi[i], 0, 0.0]  # keys, springs, slots used, count adjustment
             surface = {}  # i's own contact with each other body's surface (SDF contacts)
             for j in by_particle.get(int(i), ()):
                 delta = pos[j] - pos[i]
@@ -372,7 +376,8 @@ class ReferenceEngine(StateMixin):
                     force[i] += f
                     torque[i] += t
             self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, slots_in, slots_out, force, torque)
-            contacts[b] += slots_out[2]  # as the kernel: contacts beyond FRICTION_SLOTS not counted
+            # as the kernel: contacts beyond FRICTION_SLOTS not counted, voxel pairs for their share
+            contacts[b] += slots_out[2] + slots_out[3]
         self.history_key, self.history_xi = new_key, new_xi
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         self.colliders.tau += dt
