@@ -41,7 +41,7 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-ben
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from addon.core.settings import ROLE_DYNAMIC, ROLE_STATIC  # noqa: E402
+from addon.core.settings import CONTACT_GEOMETRIES, ROLE_DYNAMIC, ROLE_STATIC  # noqa: E402
 from bench.machine import cpu_model  # noqa: E402
 
 FRICTION = 0.5
@@ -271,7 +271,8 @@ def _instrument_simulation():
     Simulation.frames = frames
 
 
-def set_our_roles(scene, cubes, ground, device: str, radius: float | None = None) -> None:
+def set_our_roles(scene, cubes, ground, device: str, radius: float | None = None,
+                  contact_geometry: str | None = None) -> None:
     """Our add-on's settings for the same scene: cubes dynamic, ground static, same materials."""
     for obj in cubes:
         p = obj.prb
@@ -286,13 +287,16 @@ def set_our_roles(scene, cubes, ground, device: str, radius: float | None = None
     s.device = device  # an enum item: the selector ("P:D") of the chosen device
     if radius:  # finer particles: flatter faces and sharper edges, more particles
         s.radius_mode, s.particle_radius = "MANUAL", radius
+    if contact_geometry:  # the panel's Contacts (its own automatic stiffness)
+        s.contact_geometry = contact_geometry
 
 
-def run_ours(count: int, frames: int, seed: int, device: str, radius: float | None = None) -> dict:
+def run_ours(count: int, frames: int, seed: int, device: str, radius: float | None = None,
+             contact_geometry: str | None = None) -> dict:
     _instrument_simulation()
     t_build = time.perf_counter()
     scene, cubes, ground = build_scene(count, frames, seed)
-    set_our_roles(scene, cubes, ground, device, radius)
+    set_our_roles(scene, cubes, ground, device, radius, contact_geometry)
     build_s = time.perf_counter() - t_build
     select_only([], None)
     _frame_stamps.clear()
@@ -461,6 +465,8 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu", help="OpenCL device selector for ours (default: cpu)")
     p.add_argument("--ours-radius", type=float, default=None,
                    help="particle radius for ours (default: automatic, 1/6 of a cube's side: 27 per cube)")
+    p.add_argument("--ours-contacts", choices=CONTACT_GEOMETRIES, default=None,
+                   help="contact geometry for ours (default: the scene's default, particles)")
     p.add_argument("--skip-blender", action="store_true", help="run ours only (tuning; no comparison written)")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="also profile ours at N cubes")
     p.add_argument("--profile-frames", type=int, default=3)
@@ -513,7 +519,8 @@ def main(argv=None) -> int:
             entry = {"cubes": count, "blender": [], "ours": []}
             for rep in range(args.repeat):
                 runs = [("blender", lambda: run_blender(count, args.frames, args.seed, args.blender_friction)),
-                        ("ours", lambda: run_ours(count, args.frames, args.seed, args.device, args.ours_radius))]
+                        ("ours", lambda: run_ours(count, args.frames, args.seed, args.device, args.ours_radius,
+                                                  args.ours_contacts))]
                 for name, fn in runs[args.skip_blender:]:
                     load = os.getloadavg()[0]
                     r = fn()
