@@ -384,16 +384,40 @@ inline bool voxel_pair_contact(
     if (swapped) n = -n;
     float3 arm = point - p_i;
     float3 w_j = ns.body_angular_velocity[body_j].xyz;
+    float3 v_point_j = ns.body_velocity[body_j].xyz + cross(w_j, point - ns.body_position[body_j].xyz);
     // contact_law takes j's side as a centre moving with -arm; the point is j's at point - its centre
-    float3 v_j = ns.body_velocity[body_j].xyz + cross(w_j, point - ns.body_position[body_j].xyz) + cross(w_j, arm);
+    float3 v_j = v_point_j + cross(w_j, arm);
+    // Push-out: how deep the pair's spring may push (the friction slot's w) grows from
+    // PUSH_OUT_BIRTH_DEPTH at the pair's first substep by its closing speed plus PUSH_OUT_SPEED per
+    // second (not while parting faster than PUSH_OUT_SPEED). A pair that came together by moving,
+    // or under a growing load, never reaches the limit; one born deeper (bodies started inside each
+    // other) pushes only that deep, and not at all while parting faster than PUSH_OUT_SPEED, instead
+    // of throwing them apart.
+    float permitted = PUSH_OUT_BIRTH_DEPTH;
+    for (int s = 0; s < FRICTION_SLOTS; ++s) {
+        if (old_key[s] == EMPTY_SLOT) break;
+        if (old_key[s] == j) {
+            permitted = old_xi[s * stride].w;
+            break;
+        }
+    }
+    float closing = dot(v_i + cross(w_i, arm) - v_point_j, n);
+    bool parting_fast = -closing > PUSH_OUT_SPEED;
+    permitted += (fmax(closing, 0.0f) + (parting_fast ? 0.0f : PUSH_OUT_SPEED)) * cc.substep;
+    float law_depth = depth;
+    if (depth > permitted) law_depth = parting_fast ? 0.0f : permitted;
+    float2 mass_j = contact_mass(body_j, body_contact_mass);
     float3 f = (float3)(0.0f), t = (float3)(0.0f);
     int before = *slots_used;
-    add_contact(cc, j, n, arm, depth, v_i, w_i, v_j, w_j, mass_i, contact_mass(body_j, body_contact_mass), mat_i,
-                ns.particle_material[j], pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
-                new_key, new_xi, slots_used, &f, &t);
-    // the damping cap counts a body's contacts: a pair counts for its share (four quarter pairs
-    // under a voxel offset by half a voxel are one contact, as the same voxel face on face)
-    if (*slots_used > before) *count_adjust += share - 1.0f;
+    add_contact(cc, j, n, arm, law_depth, v_i, w_i, v_j, w_j, mass_i, mass_j, mat_i, ns.particle_material[j],
+                pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi, slots_used,
+                &f, &t);
+    if (*slots_used > before) {
+        new_xi[before * stride].w = permitted;
+        // the damping cap counts a body's contacts: a pair counts for its share (four quarter pairs
+        // under a voxel offset by half a voxel are one contact, as the same voxel face on face)
+        *count_adjust += share - 1.0f;
+    }
     *force += share * f;
     *torque += share * t;
     return true;

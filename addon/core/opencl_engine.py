@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields
-from .voxel_pairs import (EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGES, VOXEL_PAIR_REACH,
-                          WHOLE_VOXEL_REACH, exposed_faces)
+from .voxel_pairs import (EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGES, PUSH_OUT_SPEED,
+                          VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, exposed_faces, push_out_birth_depth)
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
@@ -243,7 +243,8 @@ class OpenCLEngine(StateMixin):
                    f"-DVOXEL_PAIR_REACH2={float((VOXEL_PAIR_REACH * model.particle_radius) ** 2)!r}f",
                    f"-DWHOLE_VOXEL_REACH={WHOLE_VOXEL_REACH!r}f", f"-DEDGE_AXIS_BIAS={EDGE_AXIS_BIAS!r}f",
                    f"-DFACE_COMPONENT_FRACTION={FACE_COMPONENT_FRACTION!r}f",
-                   f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f",
+                   f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
+                   f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
                    "-cl-denorms-are-zero"]
         source = program_source()
         self.program = cl.Program(self.context, source).build(options=options)

@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields, pair_weight
-from .voxel_pairs import VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, exposed_faces, is_voxel_pair, voxel_pair
+from .voxel_pairs import (PUSH_OUT_SPEED, VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, exposed_faces, is_voxel_pair,
+                          push_out_birth_depth, voxel_pair)
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_multiply, quaternion_to_matrix
@@ -57,6 +58,8 @@ class ReferenceEngine(StateMixin):
             self.L[b] = inertia_world @ m.body_angular_velocity[b]
         self.history_key = np.full((m.particle_count, FRICTION_SLOTS), EMPTY_SLOT, dtype=np.int64)
         self.history_xi = np.zeros((m.particle_count, FRICTION_SLOTS, 3))
+        # voxel pairs: how deep each contact's spring may push (the kernels' friction slot .w)
+        self.history_permitted = np.zeros((m.particle_count, FRICTION_SLOTS))
         self.dynamic = m.particle_body != STATIC_BODY
         self.colliders = ColliderMotion(m, collider_reach(m))
         self.extent = body_extents(m)
@@ -72,6 +75,7 @@ class ReferenceEngine(StateMixin):
         # whole voxels of two bodies meeting box against box (core.voxel_pairs)
         self.voxels = self.settings.contact_geometry == "voxels"
         self.faces = exposed_faces(m) if self.voxels else None
+        self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -298,14 +302,32 @@ class ReferenceEngine(StateMixin):
         if asleep[bj] and not asleep[b]:
             touched_next[bj] = True
         arm = point - pos[i]
-        omega_j = state.angular_velocity[bj]
+        omega_i, omega_j = state.angular_velocity[b], state.angular_velocity[bj]
+        point_velocity_j = state.velocity[bj] + np.cross(omega_j, point - self.x[bj])
         # contact_law takes j's side as a centre moving with -arm; the point is j's at point - pos[j]
-        vel_j = state.velocity[bj] + np.cross(omega_j, point - self.x[bj]) + np.cross(omega_j, arm)
+        vel_j = point_velocity_j + np.cross(omega_j, arm)
+        # push-out (40_contacts.cl voxel_pair_contact): how deep the pair's spring may push grows from
+        # the birth depth by the closing speed plus PUSH_OUT_SPEED per second (not while parting faster)
+        keys, _, permitted_depths = slots_in
+        permitted = self.push_out_birth_depth
+        for s in range(FRICTION_SLOTS):
+            if keys[s] == EMPTY_SLOT:
+                break
+            if keys[s] == j:
+                permitted = permitted_depths[s]
+                break
+        closing = (vel[i] + np.cross(omega_i, arm) - point_velocity_j) @ n
+        parting_fast = -closing > PUSH_OUT_SPEED
+        permitted += (max(closing, 0.0) + (0.0 if parting_fast else PUSH_OUT_SPEED)) * self.params.substep
+        law_depth = depth
+        if depth > permitted:
+            law_depth = 0.0 if parting_fast else permitted
         before = slots_out[2]
-        f, t = self._contact(i, j, n, arm, depth, vel[i], state.angular_velocity[b], vel_j, omega_j,
-                             self._particle_material(j), self._contact_mass(bj), slots_in, slots_out)
-        # the damping cap counts the pair for its share (40_contacts.cl voxel_pair_contact)
+        f, t = self._contact(i, j, n, arm, law_depth, vel[i], omega_i, vel_j, omega_j,
+                             self._particle_material(j), self._contact_mass(bj), slots_in[:2], slots_out)
         if slots_out[2] > before:
+            slots_out[4][before] = permitted
+            # the damping cap counts the pair for its share (40_contacts.cl voxel_pair_contact)
             slots_out[3] += share - 1.0
         force[i] += share * f
         torque[i] += share * t
@@ -320,6 +342,7 @@ class ReferenceEngine(StateMixin):
         torque = np.zeros_like(pos)
         new_key = np.full_like(self.history_key, EMPTY_SLOT)
         new_xi = np.zeros_like(self.history_xi)
+        new_permitted = np.zeros_like(self.history_permitted)
         pairs = self.find_particle_pairs(pos)
         by_particle: dict[int, list[int]] = {}
         for i, j in pairs:
@@ -333,10 +356,12 @@ class ReferenceEngine(StateMixin):
             if asleep[b] and self.sleepers_skip() and not self.touched[b]:
                 # a sleeping body nothing awake touched: no contacts, friction springs carry over
                 new_key[i], new_xi[i] = self.history_key[i], self.history_xi[i]
+                new_permitted[i] = self.history_permitted[i]
                 continue
             omega_i = state.angular_velocity[b]
             slots_in = (self.history_key[i], self.history_xi[i])
-            slots_out = [new_key[i], new_xi[i], 0, 0.0]  # keys, springs, slots used, count adjustment
+            # keys, springs, slots used, count adjustment, permitted push-out depths (voxel pairs)
+            slots_out = [new_key[i], new_xi[i], 0, 0.0, new_permitted[i]]
             surface = {}  # i's own contact with each other body's surface (SDF contacts)
             for j in by_particle.get(int(i), ()):
                 delta = pos[j] - pos[i]
@@ -347,7 +372,8 @@ class ReferenceEngine(StateMixin):
                 if dist <= 1e-9 * r:
                     continue
                 if self.voxels and is_voxel_pair(m, i, j):
-                    self._voxel_pair(i, j, pos, vel, state, asleep, slots_in, slots_out, touched_next, force, torque)
+                    self._voxel_pair(i, j, pos, vel, state, asleep, (*slots_in, self.history_permitted[i]), slots_out,
+                                     touched_next, force, torque)
                     continue
                 if dist >= 2 * r:
                     continue
@@ -378,7 +404,7 @@ class ReferenceEngine(StateMixin):
             self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, slots_in, slots_out, force, torque)
             # as the kernel: contacts beyond FRICTION_SLOTS not counted, voxel pairs for their share
             contacts[b] += slots_out[2] + slots_out[3]
-        self.history_key, self.history_xi = new_key, new_xi
+        self.history_key, self.history_xi, self.history_permitted = new_key, new_xi, new_permitted
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         self.colliders.tau += dt
         self._integrate(force, torque, offset_world)
