@@ -46,14 +46,15 @@ def test_grid_shape_follows_the_scene_and_keeps_four_cells_per_axis():
     assert sum(bits) == 10  # one to two buckets per particle
 
 
-@pytest.mark.parametrize("contact_geometry", ["particles", "sdf"])
+@pytest.mark.parametrize("contact_geometry", ["particles", "sdf", "voxels"])
 def test_two_runs_on_one_device_are_identical(contact_geometry):
     rng = np.random.default_rng(11)
     builder = ModelBuilder(particle_radius=1 / 6)
     for k in range(40):
+        # whole voxels meet as voxels with voxel contacts (spheres otherwise)
         builder.add_body(box_particles((3, 3, 3), 1 / 3), density=1000,
                          position=(rng.uniform(-1, 1), rng.uniform(-1, 1), 0.6 + 0.7 * k),
-                         orientation=rng.normal(size=4))
+                         orientation=rng.normal(size=4), corner_reach=1.0 if contact_geometry == "voxels" else 0.0)
     builder.add_ground_plane()
     model = builder.finalize()
     runs = []

@@ -59,13 +59,14 @@ def test_set_argument_reaches_the_next_launch():
     assert drop(0.5) > drop(0.0) + 0.01
 
 
-@pytest.mark.parametrize("geometry", ["particles", "sdf"])
+@pytest.mark.parametrize("geometry", ["particles", "sdf", "voxels"])
 def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometry):
     """The estimate users see before simulating follows the contact geometry: its neighbour lists are
     the ones the engine allocates (SDF contacts' lists are twice as long; particle contacts must not be
     refused for memory they do not use)."""
     from addon.core import SimulationSettings
     from addon.core.opencl_engine import estimate_device_memory
+    from addon.core.settings import CONTACT_GEOMETRIES
 
     engine = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=geometry))
     particles, bodies = engine.particle_count, engine.body_count
@@ -75,4 +76,4 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     assert difference == 4 * particles * (engine.neighbour_slots - other_slots)
     assert engine.arguments["neighbour_list"].size == 4 * particles * engine.neighbour_slots
     assert estimate_device_memory(particles, bodies) == max(estimate_device_memory(particles, bodies, g)
-                                                            for g in ("particles", "sdf"))
+                                                            for g in CONTACT_GEOMETRIES)
