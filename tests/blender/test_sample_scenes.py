@@ -36,9 +36,9 @@ def _run(args, timeout=600):
     return proc.stdout
 
 
-def bake(tmp_path, scene, frames, read_frames, committed=False, **params):
-    """Bake frames 1..frames of ``scene`` with the CLI and read poses at read_frames: the committed
-    sample_scenes/<scene>.blend itself, or a variant generated with ``params``."""
+def bake(tmp_path, scene, frames, read_frames, committed=False, cli_args=(), **params):
+    """Bake frames 1..frames of ``scene`` with the CLI (and ``cli_args``) and read poses at
+    read_frames: the committed sample_scenes/<scene>.blend itself, or a variant generated with ``params``."""
     if committed:
         blend = ROOT / "sample_scenes" / f"{scene}.blend"
     else:
@@ -48,7 +48,7 @@ def bake(tmp_path, scene, frames, read_frames, committed=False, **params):
             gen += ["--param", f"{key}={json.dumps(value)}"]
         _run(gen)
     baked = tmp_path / f"{scene}_baked.blend"
-    out = _run(["addon/cli.py", "--scene", blend, "--output", baked, "--frames", 1, frames])
+    out = _run(["addon/cli.py", "--scene", blend, "--output", baked, "--frames", 1, frames, *cli_args])
     npz = tmp_path / f"{scene}.npz"
     _run(["sample_scenes/checks.py", baked, "--frames", *read_frames, "--npz", npz])
     data = dict(np.load(npz))
@@ -220,9 +220,12 @@ def tower_layout_sizes():
 # -- baked outcomes ----------------------------------------------------------------------------------------
 
 
-def test_dice_topple_tumble_and_come_to_rest(tmp_path):
+# each contact geometry a user can pick (--contact-geometry; the panel's Contacts)
+@pytest.mark.parametrize("contacts", ["particles", "voxels"])
+def test_dice_topple_tumble_and_come_to_rest(tmp_path, contacts):
     frames = 192  # the last cube stops rolling at about frame 170
-    data = bake(tmp_path, "dice", frames, [1, frames - 6, frames], count=36, column_height=9)
+    data = bake(tmp_path, "dice", frames, [1, frames - 6, frames], count=36, column_height=9,
+                cli_args=("--contact-geometry", contacts))
     start, before, end = positions(data, 1), positions(data, frames - 6), positions(data, frames)
     m = data["matrices"]
     assert end[:, 2].max() < start[:, 2].max() - 3, "the columns fell"
@@ -236,10 +239,12 @@ def test_dice_topple_tumble_and_come_to_rest(tmp_path):
     assert rotation_angle(m[1], m[2]).max() < 2.0
 
 
-def test_towers_stand_until_hit(tmp_path):
+@pytest.mark.parametrize("contacts", ["particles", "voxels"])
+def test_towers_stand_until_hit(tmp_path, contacts):
     frames = 48
     hit = FPS  # the projectile arrives after 1 s
-    data = bake(tmp_path, "towers", frames, [1, hit - 3, frames], committed=True)
+    data = bake(tmp_path, "towers", frames, [1, hit - 3, frames], committed=True,
+                cli_args=("--contact-geometry", contacts))
     start, before, end = positions(data, 1), positions(data, hit - 3), positions(data, frames)
     m = data["matrices"]
     target = select(data, "Tower2.")
