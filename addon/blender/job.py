@@ -34,6 +34,14 @@ class BakeError(Exception):
     """A user-facing reason the bake cannot run (no objects, bad settings, no OpenCL)."""
 
 
+def manual_stiffness(s) -> bool:
+    """Whether the scene's Stiffness Target applies: Stiffness set to Manual, or a target set in a
+    file saved before Stiffness existed (its mode was never set), which then keeps its meaning."""
+    if s.stiffness_mode == "MANUAL":
+        return True
+    return not s.is_property_set("stiffness_mode") and s.is_property_set("target_penetration")
+
+
 @dataclass
 class BakeOptions:
     frame_start: int = 1
@@ -65,7 +73,7 @@ class BakeOptions:
                 frame_step=s.frame_step,
                 substeps=s.substeps if s.substeps_mode == "MANUAL" else None,
                 radius=s.particle_radius if s.radius_mode == "MANUAL" else None,
-                target_penetration=s.target_penetration if s.stiffness_mode == "MANUAL" else None,
+                target_penetration=s.target_penetration if manual_stiffness(s) else None,
                 contact_geometry=s.contact_geometry,
                 sleep_speed=s.sleep_speed if s.use_sleep else 0.0,
                 sleep_time=s.sleep_time,

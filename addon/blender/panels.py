@@ -15,7 +15,7 @@ import bpy
 
 from . import bake, bake_instances, instancers, properties
 from ..core.settings import ROLE_IGNORED, ROLE_STATIC
-from .job import BakeOptions, estimate, format_bytes, pick_objects
+from .job import BakeOptions, estimate, format_bytes, manual_stiffness, pick_objects
 from .preferences import wrap_width
 
 CATEGORY = "Particle Bodies"
@@ -200,7 +200,7 @@ class PRB_PT_scene(bpy.types.Panel):
             layout.prop(s, "particle_radius")
         layout.prop(s, "contact_geometry")
         layout.prop(s, "stiffness_mode")
-        if s.stiffness_mode == "MANUAL":
+        if manual_stiffness(s):
             layout.prop(s, "target_penetration")
         layout.prop(s, "use_sleep")
         if s.use_sleep:

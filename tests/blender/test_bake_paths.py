@@ -298,7 +298,10 @@ def test_scene_settings_reach_the_simulation(registered):
     s.frame_start, s.frame_end, s.frame_step = 3, 11, 2
     s.substeps_mode, s.substeps = "MANUAL", 37
     s.radius_mode, s.particle_radius = "MANUAL", 0.05
-    s.target_penetration = 0.1  # not used while the stiffness is automatic
+    s.target_penetration = 0.1
+    # a target set before Stiffness existed (its mode never set) still applies
+    assert BakeOptions.from_scene(scene).target_penetration == pytest.approx(0.1)
+    s.stiffness_mode = "AUTO"  # not used while the stiffness is automatic
     s.contact_geometry = "voxels"  # the panel's Contacts: Rigid Voxels
     voxels = BakeOptions.from_scene(scene)
     assert voxels.contact_geometry == "voxels" and voxels.target_penetration is None
