@@ -25,3 +25,63 @@ def run_for(engine, seconds):
     steps = int(round(seconds / engine.params.substep))
     engine.step(steps)
     return engine.body_state()
+
+
+def joint_sink(**settings):
+    """How far a cube resting across the joint of two cubes on the ground sinks below its ideal
+    height after 3 s (issue 22's joint scene)."""
+    builder = ModelBuilder(RADIUS)
+    for x in (-0.5, 0.5):
+        add_cube(builder, (x, 0.0, 0.5))
+    add_cube(builder, (0.0, 0.0, 1.5))
+    builder.add_ground_plane(0.0)
+    engine = engine_for(builder, **settings)
+    z = run_for(engine, 3.0).position[:, 2]
+    return z[:2].mean() + CUBE_SIDE - z[2]
+
+
+def half_offset_row_errors(seconds, **settings):
+    """Five rows of cubes, each half a cube off the row below (8, 7, ... 4 cubes): after ``seconds``,
+    each row's mean height's distance from its ideal (issue 22's rows scene)."""
+    builder = ModelBuilder(RADIUS)
+    for row in range(5):
+        for i in range(8 - row):
+            add_cube(builder, (i + 0.5 * row, 0.0, 0.5 + row))
+    builder.add_ground_plane(0.0)
+    z = run_for(engine_for(builder, **settings), seconds).position[:, 2]
+    errors, first = [], 0
+    for row in range(5):
+        count = 8 - row
+        errors.append(abs(0.5 + row - z[first:first + count].mean()))
+        first += count
+    return errors
+
+
+def glancing_cubes(friction):
+    """A spinning cube glancing off a turned one, in zero gravity (the collision the momentum tests
+    of each contact geometry use)."""
+    builder = ModelBuilder(RADIUS)
+    material = Material(restitution=0.5, friction=friction)
+    add_cube(builder, (-1.2, 0.0, 0.0), velocity=(3.0, 0.2, 0.0), angular_velocity=(0, 0, 1.0), material=material)
+    add_cube(builder, (1.2, 0.25, 0.1), velocity=(-2.0, 0.0, 0.0), material=material,
+             orientation=axis_angle_quaternion((1, 1, 0), 0.7))
+    return builder
+
+
+def assert_lists_miss_no_contact(engine, substeps, expected_contacts, contacts_seen):
+    """Every fourth of ``substeps`` substeps, the contacts the kernels used (``contacts_seen(engine)``)
+    against brute force (``expected_contacts(state, positions)``: the contacts and those within float
+    rounding of either side, from the poses the substep saw); returns how many checks had contacts."""
+    with_contacts = 0
+    for step in range(substeps):
+        before = engine.body_state()  # the poses the substep's contacts see
+        engine.step(1)
+        if step % 4:
+            continue
+        expected, borderline = expected_contacts(before, engine.particle_positions())
+        got = contacts_seen(engine)
+        missed = (expected - got) - borderline
+        extra = (got - expected) - borderline
+        assert not missed and not extra, f"substep {step}: missed {sorted(missed)[:5]}, extra {sorted(extra)[:5]}"
+        with_contacts += len(expected) > 0
+    return with_contacts

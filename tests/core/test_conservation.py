@@ -7,7 +7,7 @@ from addon.core import Material, ModelBuilder, SimulationSettings
 from addon.core.rotations import quaternion_to_matrix
 from addon.core.reference import ReferenceEngine
 from addon.core.shapes import cube_particles
-from tests.core.helpers import RADIUS, add_cube, axis_angle_quaternion, engine_for
+from tests.core.helpers import RADIUS, add_cube, axis_angle_quaternion, engine_for, run_for
 
 
 def colliding_pair(friction):
@@ -26,6 +26,17 @@ def momenta(engine):
     mass = engine.model.body_mass
     centre = (mass[:, None] * engine.body_state().position).sum(0) / mass.sum()
     return engine.linear_momentum(), engine.angular_momentum(centre)
+
+
+def momentum_changes(engine, seconds):
+    """Run ``seconds``; the change of linear momentum relative to the start's summed |m v|, and of
+    angular momentum relative to its start."""
+    p_before, l_before = momenta(engine)
+    run_for(engine, seconds)
+    p_after, l_after = momenta(engine)
+    p_scale = np.abs(engine.model.body_mass[:, None] * engine.model.body_velocity).sum()
+    return (np.linalg.norm(p_after - p_before) / p_scale,
+            np.linalg.norm(l_after - l_before) / np.linalg.norm(l_before))
 
 
 @pytest.mark.parametrize("friction", [0.0, 0.6])

@@ -4,14 +4,15 @@ the pairs' shares keep momentum."""
 import numpy as np
 import pytest
 
-from addon.core import Material, ModelBuilder, SimulationSettings
+from addon.core import ModelBuilder, SimulationSettings
 from addon.core.body_sdf import PAIR_REACH, build_body_fields
 from addon.core.rotations import quaternion_to_matrix
 from addon.core.opencl_engine import OpenCLEngine
 from addon.core.shapes import box_particles, cube_particles
 from bench.scenes import cube_pile
-from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, axis_angle_quaternion, engine_for, run_for
-from tests.core.test_conservation import momenta
+from tests.core.helpers import (RADIUS, assert_lists_miss_no_contact, engine_for, glancing_cubes,
+                                half_offset_row_errors, joint_sink)
+from tests.core.test_conservation import momentum_changes
 
 
 def test_equal_voxel_sets_share_one_field_and_faces_are_exact():
@@ -39,17 +40,6 @@ def test_equal_voxel_sets_share_one_field_and_faces_are_exact():
     assert fields.shape_count == 2 and cube == turned_cube != box and off_lattice == -1
 
 
-def joint_sink(**settings):
-    builder = ModelBuilder(RADIUS)
-    for x in (-0.5, 0.5):
-        add_cube(builder, (x, 0.0, 0.5))
-    add_cube(builder, (0.0, 0.0, 1.5))
-    builder.add_ground_plane(0.0)
-    engine = engine_for(builder, **settings)
-    z = run_for(engine, 3.0).position[:, 2]
-    return z[:2].mean() + CUBE_SIDE - z[2]
-
-
 def test_a_cube_across_the_joint_of_two_sinks_less_than_a_millimetre():
     """Issue 22: a cube resting across the joint of two sinks < 1 mm below its ideal height (the
     springs under one cube's weight give 0.83 mm). With particle contacts its particles settle
@@ -63,38 +53,19 @@ def test_a_cube_across_the_joint_of_two_sinks_less_than_a_millimetre():
     "particle contacts). The springs alone take 10.1 mm at this stiffness target (ground 3.1 mm, then "
     "2.6 / 2.1 / 1.5 / 0.8 mm per interface under the rows above); needs stiffer contacts."))
 def test_five_half_offset_rows_keep_their_heights_within_a_centimetre():
-    builder = ModelBuilder(RADIUS)
-    for row in range(5):
-        for i in range(8 - row):
-            add_cube(builder, (i + 0.5 * row, 0.0, 0.5 + row))
-    builder.add_ground_plane(0.0)
-    engine = engine_for(builder, contact_geometry="sdf")
-    z = run_for(engine, 3.0).position[:, 2]
-    first = 0
-    for row in range(5):
-        count = 8 - row
-        assert abs(0.5 + row - z[first:first + count].mean()) < 0.01, row
-        first += count
+    for row, error in enumerate(half_offset_row_errors(3.0, contact_geometry="sdf")):
+        assert error < 0.01, row
 
 
 @pytest.mark.parametrize("friction", [0.0, 0.6])
 def test_frictional_collision_on_fields_keeps_linear_and_angular_momentum(friction):
     """A spinning cube glancing off a turned one: each pair's shares are equal and opposite at one
     point, so momentum is kept to float rounding (the tolerance is issue 22's)."""
-    builder = ModelBuilder(RADIUS)
-    material = Material(restitution=0.5, friction=friction)
-    add_cube(builder, (-1.2, 0.0, 0.0), velocity=(3.0, 0.2, 0.0), angular_velocity=(0, 0, 1.0), material=material)
-    add_cube(builder, (1.2, 0.25, 0.1), velocity=(-2.0, 0.0, 0.0), material=material,
-             orientation=axis_angle_quaternion((1, 1, 0), 0.7))
-    engine = engine_for(builder, gravity=(0, 0, 0), contact_geometry="sdf")
-    p_before, l_before = momenta(engine)
-    run_for(engine, 1.0)
-    p_after, l_after = momenta(engine)
-    state = engine.body_state()
-    assert state.velocity[0, 0] < 2.0  # they did collide
-    p_scale = np.abs(engine.model.body_mass[:, None] * engine.model.body_velocity).sum()
-    assert np.linalg.norm(p_after - p_before) / p_scale < 1e-5
-    assert np.linalg.norm(l_after - l_before) / np.linalg.norm(l_before) < 1e-3
+    engine = engine_for(glancing_cubes(friction), gravity=(0, 0, 0), contact_geometry="sdf")
+    linear, angular = momentum_changes(engine, 1.0)
+    assert engine.body_state().velocity[0, 0] < 2.0  # they did collide
+    assert linear < 1e-5
+    assert angular < 1e-3
 
 
 def expected_surface_contacts(engine, state, positions):
@@ -128,18 +99,8 @@ def test_no_surface_contact_is_missed_between_rebuilds():
     """A pile forming, every fourth substep checked against brute force: the lists (a diameter of
     skin, rebuilt after 0.18 of it) hold every pair within PAIR_REACH radii."""
     engine = OpenCLEngine(cube_pile(27, spacing=1.1), SimulationSettings(contact_geometry="sdf"))
-    checked = with_contacts = 0
-    for step in range(240):
-        before = engine.body_state()  # the poses the substep's contacts see
-        engine.step(1)
-        if step % 4:
-            continue
-        expected, borderline = expected_surface_contacts(engine, before, engine.particle_positions())
-        got = engine.surface_contacts()
-        # the friction history shows at most FRICTION_SLOTS contacts of a particle: none has more here
-        missed = (expected - got) - borderline
-        extra = (got - expected) - borderline
-        assert not missed and not extra, f"substep {step}: missed {sorted(missed)[:5]}, extra {sorted(extra)[:5]}"
-        checked += 1
-        with_contacts += len(expected) > 0
+    # the friction history shows at most FRICTION_SLOTS contacts of a particle: none has more here
+    with_contacts = assert_lists_miss_no_contact(
+        engine, 240, lambda state, positions: expected_surface_contacts(engine, state, positions),
+        lambda engine: engine.surface_contacts())
     assert with_contacts >= 30 and engine.rebuilds > 3

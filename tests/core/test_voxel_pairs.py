@@ -10,8 +10,9 @@ from addon.core.rotations import quaternion_to_matrix
 from addon.core.shapes import box_particles, cube_particles
 from addon.core.voxel_pairs import VOXEL_PAIR_REACH, exposed_faces, voxel_pair
 from bench.scenes import cube_pile
-from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, axis_angle_quaternion, engine_for, run_for
-from tests.core.test_conservation import momenta
+from tests.core.helpers import (CUBE_SIDE, RADIUS, add_cube, assert_lists_miss_no_contact, axis_angle_quaternion,
+                                engine_for, glancing_cubes, half_offset_row_errors, joint_sink, run_for)
+from tests.core.test_conservation import momentum_changes
 
 ALL_FACES = 0x3F
 
@@ -83,17 +84,6 @@ def test_a_voxel_is_never_pushed_out_through_a_face_it_shares_with_its_own_body(
     assert voxel_pair(lower, eye, 0, upper, eye, ALL_FACES, r) is None
 
 
-def joint_sink(**settings):
-    builder = ModelBuilder(RADIUS)
-    for x in (-0.5, 0.5):
-        add_cube(builder, (x, 0.0, 0.5))
-    add_cube(builder, (0.0, 0.0, 1.5))
-    builder.add_ground_plane(0.0)
-    engine = engine_for(builder, **settings)
-    z = run_for(engine, 3.0).position[:, 2]
-    return z[:2].mean() + CUBE_SIDE - z[2]
-
-
 def test_a_cube_across_the_joint_of_two_sinks_less_than_a_millimetre():
     """Issue 22: the springs under the cube's weight take 0.90 mm at the particles' stiffness and
     0.06 mm at the voxels' own (16x stiffer); particle contacts sink 45 mm."""
@@ -105,20 +95,7 @@ def test_five_half_offset_rows_keep_their_heights_within_a_centimetre():
     """Issue 22: rows of cubes each half a cube off the row below. Particle contacts nest them
     (top row 187 mm low); voxel contacts rest face on face, each face of the row below carrying half
     of each of two cubes above."""
-    builder = ModelBuilder(RADIUS)
-    for row in range(5):
-        for i in range(8 - row):
-            add_cube(builder, (i + 0.5 * row, 0.0, 0.5 + row))
-    builder.add_ground_plane(0.0)
-    engine = engine_for(builder, contact_geometry="voxels")
-    z = run_for(engine, 2.0).position[:, 2]
-    first = 0
-    total = 0.0
-    for row in range(5):
-        count = 8 - row
-        error = abs(0.5 + row - z[first:first + count].mean())
-        total += error
-        first += count
+    total = sum(half_offset_row_errors(2.0, contact_geometry="voxels"))
     assert total < 0.01, total
 
 
@@ -173,19 +150,11 @@ def test_bodies_started_inside_each_other_part_without_being_thrown(overlap):
 def test_frictional_voxel_collision_keeps_linear_and_angular_momentum(friction):
     """A spinning cube glancing off a turned one: both sides of each pair compute it in one order,
     at one point, so momentum is kept to float rounding (the tolerance is issue 22's)."""
-    builder = ModelBuilder(RADIUS)
-    material = Material(restitution=0.5, friction=friction)
-    add_cube(builder, (-1.2, 0.0, 0.0), velocity=(3.0, 0.2, 0.0), angular_velocity=(0, 0, 1.0), material=material)
-    add_cube(builder, (1.2, 0.25, 0.1), velocity=(-2.0, 0.0, 0.0), material=material,
-             orientation=axis_angle_quaternion((1, 1, 0), 0.7))
-    engine = engine_for(builder, gravity=(0, 0, 0), contact_geometry="voxels")
-    p_before, l_before = momenta(engine)
-    run_for(engine, 1.0)
-    p_after, l_after = momenta(engine)
+    engine = engine_for(glancing_cubes(friction), gravity=(0, 0, 0), contact_geometry="voxels")
+    linear, angular = momentum_changes(engine, 1.0)
     assert engine.body_state().velocity[0, 0] < 2.0  # they did collide
-    p_scale = np.abs(engine.model.body_mass[:, None] * engine.model.body_velocity).sum()
-    assert np.linalg.norm(p_after - p_before) / p_scale < 1e-5
-    assert np.linalg.norm(l_after - l_before) / np.linalg.norm(l_before) < 1e-3
+    assert linear < 1e-5
+    assert angular < 1e-3
 
 
 def expected_voxel_contacts(model, orientation, positions, faces):
@@ -216,21 +185,11 @@ def test_no_voxel_contact_is_missed_between_rebuilds():
     """A pile forming, every fourth substep checked against brute force: the lists (a diameter of
     skin, rebuilt after 0.12 of it) hold every pair up to two voxels' corner to corner reach."""
     engine = OpenCLEngine(cube_pile(27, spacing=1.1), SimulationSettings(contact_geometry="voxels"))
-    model = engine.model
-    faces = exposed_faces(model)
-    checked = with_contacts = 0
-    for step in range(320):
-        before = engine.body_state()  # the poses the substep's contacts see
-        engine.step(1)
-        if step % 4:
-            continue
-        expected, borderline = expected_voxel_contacts(model, before.orientation, engine.particle_positions(), faces)
-        got = engine.contact_pairs()
-        missed = (expected - got) - borderline
-        extra = (got - expected) - borderline
-        assert not missed and not extra, f"substep {step}: missed {sorted(missed)[:5]}, extra {sorted(extra)[:5]}"
-        checked += 1
-        with_contacts += len(expected) > 0
+    faces = exposed_faces(engine.model)
+    with_contacts = assert_lists_miss_no_contact(
+        engine, 320, lambda state, positions: expected_voxel_contacts(engine.model, state.orientation, positions,
+                                                                      faces),
+        lambda engine: engine.contact_pairs())
     assert with_contacts >= 30 and engine.rebuilds > 3
 
 
