@@ -195,6 +195,16 @@ inline float3 contact_law(
     return -fn * n + f_t;
 }
 
+// The slot of a particle's friction history that holds key (old_key: its keys in slot order), or -1.
+inline int history_slot(const int *old_key, int key)
+{
+    for (int s = 0; s < FRICTION_SLOTS; ++s) {
+        if (old_key[s] == EMPTY_SLOT) break;
+        if (old_key[s] == key) return s;
+    }
+    return -1;
+}
+
 // One contact seen from particle i (see contact_law). Adds to force/torque (about i's centre)
 // and records the friction spring in the next free slot. Mirrors ReferenceEngine._contact.
 // Slot s of the friction history is at old_xi[s * stride] (see particle_contacts for the layouts).
@@ -209,13 +219,10 @@ inline void add_contact(
     float3 *force, float3 *torque)
 {
     float3 xi = (float3)(0.0f);
-    for (int s = 0; s < FRICTION_SLOTS; ++s) {
-        if (old_key[s] == EMPTY_SLOT) break;
-        if (old_key[s] == key) {
-            float3 stored = old_xi[s * stride].xyz;
-            xi = stored - dot(stored, n) * n;
-            break;
-        }
+    int slot = history_slot(old_key, key);
+    if (slot >= 0) {
+        float3 stored = old_xi[slot * stride].xyz;
+        xi = stored - dot(stored, n) * n;
     }
     float3 couple = (float3)(0.0f);
     float3 f = contact_law(cc, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mass_i, mass_j, mat_i, mat_j,

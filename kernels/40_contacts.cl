@@ -393,14 +393,8 @@ inline bool voxel_pair_contact(
     // or under a growing load, never reaches the limit; one born deeper (bodies started inside each
     // other) pushes only that deep, and not at all while parting faster than PUSH_OUT_SPEED, instead
     // of throwing them apart.
-    float permitted = PUSH_OUT_BIRTH_DEPTH;
-    for (int s = 0; s < FRICTION_SLOTS; ++s) {
-        if (old_key[s] == EMPTY_SLOT) break;
-        if (old_key[s] == j) {
-            permitted = old_xi[s * stride].w;
-            break;
-        }
-    }
+    int slot = history_slot(old_key, j);
+    float permitted = (slot >= 0) ? old_xi[slot * stride].w : PUSH_OUT_BIRTH_DEPTH;
     float closing = dot(v_i + cross(w_i, arm) - v_point_j, n);
     bool parting_fast = -closing > PUSH_OUT_SPEED;
     permitted += (fmax(closing, 0.0f) + (parting_fast ? 0.0f : PUSH_OUT_SPEED)) * cc.substep;

@@ -208,7 +208,7 @@ class OpenCLEngine(StateMixin):
         self.substeps_done = 0
         self.sdf_contacts = self.settings.contact_geometry == "sdf"
         self.voxel_contacts = self.settings.contact_geometry == "voxels"
-        geometry = "sdf" if self.sdf_contacts else ("voxels" if self.voxel_contacts else "particles")
+        geometry = self.settings.contact_geometry
         if neighbour_skin is None:
             neighbour_skin = {"sdf": SDF_NEIGHBOUR_SKIN, "voxels": VOXEL_NEIGHBOUR_SKIN}.get(geometry, NEIGHBOUR_SKIN)
         if neighbour_slots is None:

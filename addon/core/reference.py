@@ -196,14 +196,21 @@ class ReferenceEngine(StateMixin):
         return -fn * n + f_t, couple, xi
 
     @staticmethod
-    def _stored_spring(slots_in, key, n):
-        """The friction spring kept under ``key``, in the plane normal to n (zero if none)."""
+    def _history_slot(keys, key):
+        """The slot of a particle's friction history (``keys`` in slot order) holding ``key``, or None
+        (00_common.h history_slot)."""
         for s in range(FRICTION_SLOTS):
-            if slots_in[0][s] == EMPTY_SLOT:
+            if keys[s] == EMPTY_SLOT:
                 break
-            if slots_in[0][s] == key:
-                return slots_in[1][s] - (slots_in[1][s] @ n) * n
-        return np.zeros(3)
+            if keys[s] == key:
+                return s
+        return None
+
+    @classmethod
+    def _stored_spring(cls, slots_in, key, n):
+        """The friction spring kept under ``key``, in the plane normal to n (zero if none)."""
+        s = cls._history_slot(slots_in[0], key)
+        return np.zeros(3) if s is None else slots_in[1][s] - (slots_in[1][s] @ n) * n
 
     def _contact(self, i, key, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mat_j, mass_j, slots_in, slots_out):
         """Force on particle i from one contact, and the torque about i's centre. n points i -> j;
@@ -282,7 +289,8 @@ class ReferenceEngine(StateMixin):
         if touching and asleep[bj] and not asleep[b]:
             touched_next[bj] = True
 
-    def _voxel_pair(self, i, j, pos, vel, state, asleep, slots_in, slots_out, touched_next, force, torque):
+    def _voxel_pair(self, i, j, pos, vel, state, asleep, slots_in, permitted_in, slots_out, touched_next, force,
+                    torque):
         """The pair (i, j) of two bodies' whole voxels under voxel contacts (40_contacts.cl
         particle_pair_contact): box against box, computed with the lower body's voxel first on both
         sides, the contact law at the one point between them, scaled by the pair's share."""
@@ -308,14 +316,8 @@ class ReferenceEngine(StateMixin):
         vel_j = point_velocity_j + np.cross(omega_j, arm)
         # push-out (40_contacts.cl voxel_pair_contact): how deep the pair's spring may push grows from
         # the birth depth by the closing speed plus PUSH_OUT_SPEED per second (not while parting faster)
-        keys, _, permitted_depths = slots_in
-        permitted = self.push_out_birth_depth
-        for s in range(FRICTION_SLOTS):
-            if keys[s] == EMPTY_SLOT:
-                break
-            if keys[s] == j:
-                permitted = permitted_depths[s]
-                break
+        slot = self._history_slot(slots_in[0], j)
+        permitted = self.push_out_birth_depth if slot is None else permitted_in[slot]
         closing = (vel[i] + np.cross(omega_i, arm) - point_velocity_j) @ n
         parting_fast = -closing > PUSH_OUT_SPEED
         permitted += (max(closing, 0.0) + (0.0 if parting_fast else PUSH_OUT_SPEED)) * self.params.substep
@@ -324,7 +326,7 @@ class ReferenceEngine(StateMixin):
             law_depth = 0.0 if parting_fast else permitted
         before = slots_out[2]
         f, t = self._contact(i, j, n, arm, law_depth, vel[i], omega_i, vel_j, omega_j,
-                             self._particle_material(j), self._contact_mass(bj), slots_in[:2], slots_out)
+                             self._particle_material(j), self._contact_mass(bj), slots_in, slots_out)
         if slots_out[2] > before:
             slots_out[4][before] = permitted
             # the damping cap counts the pair for its share (40_contacts.cl voxel_pair_contact)
@@ -372,7 +374,7 @@ class ReferenceEngine(StateMixin):
                 if dist <= 1e-9 * r:
                     continue
                 if self.voxels and is_voxel_pair(m, i, j):
-                    self._voxel_pair(i, j, pos, vel, state, asleep, (*slots_in, self.history_permitted[i]), slots_out,
+                    self._voxel_pair(i, j, pos, vel, state, asleep, slots_in, self.history_permitted[i], slots_out,
                                      touched_next, force, torque)
                     continue
                 if dist >= 2 * r:
