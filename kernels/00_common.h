@@ -195,6 +195,27 @@ inline float3 contact_law(
     return -fn * n + f_t;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Contact records for the velocity solve (SOLVE_PASSES > 0, kernels/60_solve.cl): each contact that
+// took friction slot k of particle i is described at solve_record[(k * SOLVE_FIELDS + f) * stride + i]:
+// f 0: (normal from i towards the other side, the other body or STATIC_BODY or NO_RECORD),
+// f 1: (arm from i's body centre to the contact point, depth), f 2: (arm from the other body's
+// centre, or a static side's velocity at the point; share), f 3: accumulated impulses
+// (tangential xyz, normal), f 4: (friction coefficient, 0, 0, 0).
+#define SOLVE_FIELDS 5
+#define NO_RECORD (-3)
+
+inline void write_solve_record(__global float4 *rec, int stride, int slot, float3 n, int other, float3 arm_i,
+                               float depth, float3 arm_j, float share, float mu)
+{
+    __global float4 *r = rec + slot * SOLVE_FIELDS * stride;
+    r[0] = (float4)(n, as_float(other));
+    r[stride] = (float4)(arm_i, depth);
+    r[2 * stride] = (float4)(arm_j, share);
+    r[3 * stride] = (float4)(0.0f);
+    r[4 * stride] = (float4)(mu, 0.0f, 0.0f, 0.0f);
+}
+
 // The slot of a particle's friction history that holds key (old_key: its keys in slot order), or -1.
 inline int history_slot(const int *old_key, int key)
 {

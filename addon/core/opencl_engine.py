@@ -68,7 +68,9 @@ STAGES = (
     Stage("30_colliders.cl"),  # planes and triangles: functions compute_contacts calls
     Stage("40_contacts.cl", ("compute_contacts",)),
     Stage("50_bodies.cl", ("integrate_bodies",)),
+    Stage("60_solve.cl", ("solve_contacts", "apply_solve_impulses")),  # SOLVE_PASSES times, if any
 )
+SOLVE_KERNELS = ("solve_contacts", "apply_solve_impulses")
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
 
@@ -208,6 +210,8 @@ class OpenCLEngine(StateMixin):
         self.substeps_done = 0
         self.sdf_contacts = self.settings.contact_geometry == "sdf"
         self.voxel_contacts = self.settings.contact_geometry == "voxels"
+        # the velocity solve over the contacts' records (kernels/60_solve.cl): voxel contacts only
+        self.solve_passes = int(self.settings.solve_passes) if self.voxel_contacts else 0
         geometry = self.settings.contact_geometry
         if neighbour_skin is None:
             neighbour_skin = {"sdf": SDF_NEIGHBOUR_SKIN, "voxels": VOXEL_NEIGHBOUR_SKIN}.get(geometry, NEIGHBOUR_SKIN)
@@ -245,6 +249,7 @@ class OpenCLEngine(StateMixin):
                    f"-DFACE_COMPONENT_FRACTION={FACE_COMPONENT_FRACTION!r}f",
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
+                   f"-DSOLVE_PASSES={self.solve_passes}",
                    "-cl-denorms-are-zero"]
         source = program_source()
         self.program = cl.Program(self.context, source).build(options=options)
@@ -319,6 +324,12 @@ class OpenCLEngine(StateMixin):
         a["particle_force"] = buffer(nbytes=16 * particle_count)
         a["particle_torque"] = buffer(nbytes=16 * particle_count)
         a["particle_has_force"] = buffer(nbytes=particle_count)
+        solving = self.solve_passes > 0
+        a["solve_record"] = buffer(nbytes=16 * 5 * FRICTION_SLOTS * particle_count if solving else 16)
+        a["solve_count"] = buffer(np.zeros(particle_count if solving else 4, np.uint8))
+        a["solve_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
+        a["solve_angular_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
+        a["body_solve_count"] = buffer(nbytes=4 * body_count if solving else 16)
         # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the H100
         empty_keys = np.full(particle_count * FRICTION_SLOTS, -1, dtype=np.int32)
         self._double_buffer("history_key_in", "history_key_out", buffer(empty_keys), buffer(empty_keys))
@@ -441,6 +452,8 @@ class OpenCLEngine(StateMixin):
             neighbour_reach2=np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2),
             # REBUILD_FRACTION: a little under half, for rounding
             rebuild_distance=np.float32(self.rebuild_fraction * diameter * self.neighbour_skin),
+            solve_constants=np.array([self.settings.solve_slop * pr.radius, self.settings.solve_push_speed, 0, 0],
+                                     dtype=np.float32),
         )
         self._bind()
         particles = (_round_up(particle_count),)
@@ -457,9 +470,13 @@ class OpenCLEngine(StateMixin):
             "compute_contacts": (particles, (64,)),
             "integrate_bodies": ((_round_up(body_count, BODY_GROUP_SIZE // self.body_lanes) * self.body_lanes,),
                                  (BODY_GROUP_SIZE,)),
+            "solve_contacts": (particles, None),
+            "apply_solve_impulses": ((_round_up(body_count),), None),
         }
         # what a substep enqueues, in order: (kernel's two instances, global size, local size, name)
-        self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in LAUNCH_ORDER]
+        order = [name for name in LAUNCH_ORDER if name not in SOLVE_KERNELS]
+        order += list(SOLVE_KERNELS) * self.solve_passes
+        self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in order]
 
     def _bind(self, names=None):
         """Set the kernels' arguments named ``names`` (all by default) from the table."""

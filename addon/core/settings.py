@@ -75,6 +75,12 @@ class SimulationSettings:
     # "voxels", two bodies' whole voxels meet box against box (core.voxel_pairs): flat faces and
     # sharp edges between bodies, piles that stand like Newton's and Bullet's boxes (E11, E12).
     contact_geometry: str = "particles"
+    # Rigid Voxels only: Jacobi passes of a velocity solve over the contacts after each substep
+    # (kernels/60_solve.cl; 0: none), how deep a contact may go before it stops closing (fraction of
+    # the particle radius) and how fast the solve pushes a deeper one out (m/s).
+    solve_passes: int = 0
+    solve_slop: float = 0.05
+    solve_push_speed: float = 0.5
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
