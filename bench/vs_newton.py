@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from addon.core.settings import CONTACT_GEOMETRIES  # noqa: E402
 from bench.contact_figures import pile  # noqa: E402
-from bench.machine import commit, cpu_model, write_report  # noqa: E402
+from bench.machine import commit, cpu_model, setting_overrides, write_report  # noqa: E402
 
 FIGURES = ("pile_height_m", "pile_height_p95_m", "mean_centre_height_m", "footprint_radius_m")
 
@@ -70,16 +70,20 @@ def main(argv=None) -> int:
     parser.add_argument("--geometries", nargs="+", choices=CONTACT_GEOMETRIES, default=["particles", "voxels"])
     parser.add_argument("--iterations", type=int, nargs="+", default=[2, 8], help="Newton's XPBD iterations")
     parser.add_argument("--device", default="gpu", help="OpenCL device selector for ours")
+    parser.add_argument("--setting", action="append", default=[],
+                        help="a SimulationSettings field for our piles, e.g. --setting solve_passes=2")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
+    overrides = setting_overrides(args.setting)
     seconds = [args.seconds[min(i, len(args.seconds) - 1)] for i in range(len(args.sizes))]
     report = {"benchmark": "bench/vs_newton.py", "commit": commit(), "cpu_model": cpu_model(),
-              "sizes": args.sizes, "seconds": seconds, "ours": {}, "newton": {}, "comparison": {}}
+              "sizes": args.sizes, "seconds": seconds, "settings": overrides, "ours": {}, "newton": {},
+              "comparison": {}}
     started = time.perf_counter()
     for geometry in args.geometries:
         report["ours"][geometry] = {}
         for count, s in zip(args.sizes, seconds):
-            report["ours"][geometry][str(count)] = pile(count, s, {"device": args.device,
+            report["ours"][geometry][str(count)] = pile(count, s, {"device": args.device, **overrides,
                                                                    "contact_geometry": geometry})
     from addon.core.device import choose_device
     report["device_ours"] = choose_device(args.device).label

@@ -153,9 +153,10 @@ __kernel void apply_solve_impulses(
     float3 dw = w - body_angular_velocity[b].xyz;
     body_position[b] += (float4)(dv * substep, 0.0f);
     float4 turned = q + quat_multiply((float4)(0.5f * substep * dw, 0.0f), q);
-    body_orientation[b] = turned * rsqrt(dot(turned, turned));
+    q = turned * rsqrt(dot(turned, turned));
+    body_orientation[b] = q;
     body_momentum[b] = (float4)(P, 0.0f);
     body_angular_momentum[b] = (float4)(L, 0.0f);
     body_velocity[b] = (float4)(v, 0.0f);
-    body_angular_velocity[b] = (float4)(w, 0.0f);
+    body_angular_velocity[b] = (float4)(angular_velocity(q, body_inv_inertia + 9 * b, L), 0.0f);
 }

@@ -14,6 +14,8 @@ One substep (seed ch. 5-6, with friction and restitution added):
  3. per body: F = sum f + M g, T = sum (r x f + tau); P += F dt, L += T dt, damping, terminal speed
  4. x += v dt; q by the implicit-midpoint / Cayley rotation step (``_rotation_step``, 00_common.h
     rotation_step); w = R I^-1 R^T L (3-4: ``_integrate``, 50_bodies.cl integrate_bodies)
+ 5. voxel contacts with ``solve_passes``: Jacobi passes of a velocity solve over the contacts of
+    step 2 (``_solve``, 60_solve.cl)
 """
 from __future__ import annotations
 
@@ -76,6 +78,7 @@ class ReferenceEngine(StateMixin):
         self.voxels = self.settings.contact_geometry == "voxels"
         self.faces = exposed_faces(m) if self.voxels else None
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
+        self.solve_passes = int(self.settings.solve_passes) if self.voxels else 0
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -331,6 +334,7 @@ class ReferenceEngine(StateMixin):
             slots_out[4][before] = permitted
             # the damping cap counts the pair for its share (40_contacts.cl voxel_pair_contact)
             slots_out[3] += share - 1.0
+            self._record(i, n, bj, point - self.x[b], depth, point - self.x[bj], share, self._particle_material(j))
         force[i] += share * f
         torque[i] += share * t
 
@@ -353,6 +357,7 @@ class ReferenceEngine(StateMixin):
         asleep = self._is_asleep(self.quiet)
         touched_next = np.zeros(m.body_count, dtype=bool)
         contacts = np.zeros(m.body_count)
+        self.records = {}  # particle -> its contacts for the velocity solve (_record)
         for i in np.flatnonzero(self.dynamic):
             b = m.particle_body[i]
             if asleep[b] and self.sleepers_skip() and not self.touched[b]:
@@ -399,22 +404,30 @@ class ReferenceEngine(StateMixin):
                 height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
                 depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r)
                 if height < depth:
+                    before = slots_out[2]
                     f, t = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i], omega_i,
                                          zero, zero, m.plane_material[g], None, slots_in, slots_out)
+                    if slots_out[2] > before:
+                        self._record(i, -m.plane_normal[g], STATIC_BODY, offset_world[i] + arm, depth - height, zero,
+                                     1.0, m.plane_material[g])
                     force[i] += f
                     torque[i] += t
-            self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, slots_in, slots_out, force, torque)
+            self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, slots_in, slots_out, force, torque,
+                                    offset_world[i])
             # as the kernel: contacts beyond FRICTION_SLOTS not counted, voxel pairs for their share
             contacts[b] += slots_out[2] + slots_out[3]
         self.history_key, self.history_xi, self.history_permitted = new_key, new_xi, new_permitted
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         self.colliders.tau += dt
         self._integrate(force, torque, offset_world)
+        for _ in range(self.solve_passes):
+            self._solve()
         self.touched = touched_next
         self.time += dt
         self.substeps_done += 1
 
-    def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, slots_in, slots_out, force, torque):
+    def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, slots_in, slots_out, force, torque,
+                           offset_i):
         """Face contacts (of the voxel, see voxel_corners); or, only if there are none, each distinct
         edge/vertex contact of the particle's sphere once."""
         m = self.model
@@ -456,10 +469,89 @@ class ReferenceEngine(StateMixin):
                 else:
                     face_contacts += 1
                 v_tri = bary @ velocities[tri]
+                before = slots_out[2]
                 f, tq = self._contact(i, -2 - m.plane_count - int(t), n, arm, depth - dist, vel_i, omega_i,
                                       v_tri, np.zeros(3), m.triangle_material[t], None, slots_in, slots_out)
+                if slots_out[2] > before:
+                    self._record(i, n, STATIC_BODY, offset_i + arm, depth - dist, v_tri, 1.0, m.triangle_material[t])
                 force[i] += f
                 torque[i] += tq
+
+    # -- velocity solve (voxel contacts with solve_passes; 60_solve.cl) ------------------------
+    def _record(self, i, n, other, arm_i, depth, arm_j, share, material_j):
+        """A contact of particle i for the velocity solve (00_common.h write_solve_record): normal
+        i -> other side, the other body (STATIC_BODY: arm_j is then the static side's velocity at the
+        point), arms from the bodies' centres, depth, share, friction; its impulses start at zero."""
+        if not self.solve_passes:
+            return
+        mu = self.params.friction[self.model.body_material[self.model.particle_body[i]], material_j]
+        self.records.setdefault(int(i), []).append(
+            [np.asarray(n, float), int(other), np.asarray(arm_i, float), float(depth), np.asarray(arm_j, float),
+             float(share), float(mu), np.zeros(3), 0.0])
+
+    def _split_inverse_mass(self, b, count, arm, u):
+        """Body b's inverse mass along u at arm times its contacts' shares (0: static or asleep)."""
+        if count[b] == 0.0:
+            return 0.0
+        rot = self._rotation(b)
+        c = np.cross(arm, u)
+        return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
+
+    def _solve(self):
+        """One Jacobi pass: every contact's impulse from the bodies' velocities now (solve_contacts),
+        then every body's sum of them applied to its momenta, velocities and pose (apply_solve_impulses)."""
+        m = self.model
+        dt = self.params.substep
+        slop = self.settings.solve_slop * m.particle_radius
+        push_speed = self.settings.solve_push_speed
+        awake = ~self._is_asleep(self.quiet)
+        count = np.zeros(m.body_count)
+        for i, records in self.records.items():
+            count[m.particle_body[i]] += sum(r[5] for r in records)
+        count = np.where(awake, np.maximum(count, 1e-6), 0.0)
+        velocity = np.where(awake[:, None], self.P / m.body_mass[:, None], 0.0)
+        omega = np.array([self._omega(b) if awake[b] else np.zeros(3) for b in range(m.body_count)]).reshape(-1, 3)
+        impulse = np.zeros((m.body_count, 3))
+        moment = np.zeros((m.body_count, 3))
+        for i, records in self.records.items():
+            b = m.particle_body[i]
+            if not awake[b]:
+                continue
+            for record in records:
+                n, other, arm_i, depth, arm_j, share, mu, tangential, normal = record
+                v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
+                v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
+                vn = v_rel @ n
+                allowed = max((slop - depth) / dt, -push_speed)
+                k_n = self._split_inverse_mass(b, count, arm_i, n)
+                if other >= 0:
+                    k_n += self._split_inverse_mass(other, count, arm_j, n)
+                new_normal = max(normal + share * (vn - allowed) / k_n, 0.0)
+                new_tangential = tangential.copy()
+                v_t = v_rel - vn * n
+                slip = np.linalg.norm(v_t)
+                if slip > 1e-9:
+                    t = v_t / slip
+                    k_t = self._split_inverse_mass(b, count, arm_i, t)
+                    if other >= 0:
+                        k_t += self._split_inverse_mass(other, count, arm_j, t)
+                    new_tangential -= share * v_t / k_t
+                held = np.linalg.norm(new_tangential)
+                if held > mu * new_normal:
+                    new_tangential *= mu * new_normal / held if held > 0 else 0.0
+                j = -(new_normal - normal) * n + (new_tangential - tangential)
+                record[7], record[8] = new_tangential, new_normal
+                impulse[b] += j
+                moment[b] += np.cross(arm_i, j)
+        for b in np.flatnonzero(awake):
+            if not (impulse[b].any() or moment[b].any()):
+                continue
+            self.P[b] += impulse[b]
+            self.L[b] += moment[b]
+            self.x[b] += impulse[b] / m.body_mass[b] * dt
+            turn = 0.5 * dt * (self._omega(b) - omega[b])
+            q = self.q[b] + quaternion_multiply(np.concatenate([[0.0], turn]), self.q[b])
+            self.q[b] = q / np.linalg.norm(q)
 
     def _integrate(self, force, torque, offset_world):
         m = self.model
