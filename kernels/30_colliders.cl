@@ -111,7 +111,7 @@ inline void collider_contacts(
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used,
     __global const float *particle_corner_reach, __global const float4 *body_orientation,
-    __global const float4 *body_lattice, float3 r_i, __global float4 *solve_record, float *solve_share,
+    __global const float4 *body_lattice, float3 r_i, SolveRecords solve_records, float *solve_share,
     float3 *force, float3 *torque)
 {
     const int plane_count = colliders.plane_count;
@@ -147,8 +147,10 @@ inline void collider_contacts(
                         new_key, new_xi, slots_used, force, torque);
 #if SOLVE_PASSES
             if (*slots_used > before) {
-                write_solve_record(solve_record, stride, before, -normal, STATIC_BODY, r_i + arm, depth - height,
-                                   (float3)(0.0f), 1.0f, pair_friction[mat_i * MATERIAL_COUNT + plane_material[g]]);
+                write_solve_record(solve_records, old_key, -2 - g, stride, before, -normal, STATIC_BODY, r_i + arm,
+                                   depth - height, (float3)(0.0f), 1.0f,
+                                   pair_friction[mat_i * MATERIAL_COUNT + plane_material[g]], mat_i,
+                                   plane_material[g], dot(v_i + cross(w_i, arm), -normal));
                 *solve_share += 1.0f;
             }
 #endif
@@ -225,8 +227,9 @@ inline void collider_contacts(
                             new_key, new_xi, slots_used, force, torque);
 #if SOLVE_PASSES
                 if (*slots_used > before) {
-                    write_solve_record(solve_record, stride, before, n, STATIC_BODY, r_i + arm, depth - dist, v_tri,
-                                       1.0f, pair_friction[mat_i * MATERIAL_COUNT + tv.w]);
+                    write_solve_record(solve_records, old_key, -2 - plane_count - t, stride, before, n, STATIC_BODY,
+                                       r_i + arm, depth - dist, v_tri, 1.0f, pair_friction[mat_i * MATERIAL_COUNT + tv.w],
+                                       mat_i, tv.w, dot(v_i + cross(w_i, arm) - v_tri, n));
                     *solve_share += 1.0f;
                 }
 #endif

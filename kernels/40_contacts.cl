@@ -369,7 +369,7 @@ inline bool voxel_pair_contact(
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust,
-    __global float4 *solve_record, float *solve_share, float3 *force, float3 *torque)
+    SolveRecords solve_records, float *solve_share, float3 *force, float3 *torque)
 {
     float3 A[3], B[3];
     lattice_axes(body_i, vx, A);
@@ -412,9 +412,10 @@ inline bool voxel_pair_contact(
         // under a voxel offset by half a voxel are one contact, as the same voxel face on face)
         *count_adjust += share - 1.0f;
 #if SOLVE_PASSES
-        write_solve_record(solve_record, stride, before, n, body_j, point - ns.body_position[body_i].xyz, depth,
-                           point - ns.body_position[body_j].xyz, share,
-                           pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]]);
+        write_solve_record(solve_records, old_key, j, stride, before, n, body_j,
+                           point - ns.body_position[body_i].xyz, depth, point - ns.body_position[body_j].xyz, share,
+                           pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], mat_i,
+                           ns.particle_material[j], closing);
         *solve_share += share;
 #endif
     }
@@ -431,7 +432,7 @@ inline void particle_pair_contact(
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust,
-    __global int *body_touched_out, __global float4 *solve_record, float *solve_share, float3 *force, float3 *torque)
+    __global int *body_touched_out, SolveRecords solve_records, float *solve_share, float3 *force, float3 *torque)
 {
     float dist = sqrt(dist2);
     if (dist <= 1e-9f * cc.radius) return;
@@ -443,7 +444,7 @@ inline void particle_pair_contact(
         bool touching = voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx,
                                            body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling,
                                            old_key, old_xi, stride, new_key, new_xi, slots_used, count_adjust,
-                                           solve_record, solve_share, force, torque);
+                                           solve_records, solve_share, force, torque);
         if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
         return;
     }
@@ -467,7 +468,7 @@ inline void particle_pair_contact(
                 new_key, new_xi, slots_used, force, torque);
 #if SOLVE_PASSES
     // sphere against sphere is left to the contact law
-    if (*slots_used > before) solve_record[before * SOLVE_FIELDS * stride] = (float4)(n, as_float(NO_RECORD));
+    if (*slots_used > before) solve_records.record[before * SOLVE_FIELDS * stride] = (float4)(n, as_float(NO_RECORD));
 #endif
 }
 
@@ -493,7 +494,7 @@ inline void particle_contacts(
     bool asleep_i, __global int *body_touched_out,
     __global const float *particle_corner_reach, __global const uchar *particle_faces,
     __global const float4 *body_orientation, __global const float4 *body_lattice, BodyFields fields, int key_base,
-    __global float4 *solve_record, float *solve_share, __global uchar *solve_count, float3 *body_force,
+    SolveRecords solve_records, float *solve_share, __global uchar *solve_count, float3 *body_force,
     float3 *body_torque, float *contact_count)
 {
     float diameter = 2.0f * cc.radius;
@@ -576,7 +577,7 @@ inline void particle_contacts(
                 particle_pair_contact((int)k, other.xyz, delta, dist2, body_j, i, body_i, v_i, w_i, mass_i, mat_i,
                                       asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                       pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                                      &slots_used, &count_adjust, body_touched_out, solve_record, solve_share,
+                                      &slots_used, &count_adjust, body_touched_out, solve_records, solve_share,
                                       &force, &torque);
             }
         }
@@ -606,14 +607,14 @@ inline void particle_contacts(
             particle_pair_contact(k, other.xyz, delta, dist2, as_int(other.w), i, body_i, v_i, w_i, mass_i, mat_i,
                                   asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                   pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                                  &slots_used, &count_adjust, body_touched_out, solve_record, solve_share,
+                                  &slots_used, &count_adjust, body_touched_out, solve_records, solve_share,
                                   &force, &torque);
         }
     }
     if (!with_contacts) return;
     collider_contacts(i, body_i, p_i, v_i, w_i, mass_i, mat_i, cc, colliders, pair_damping_ratio, pair_friction,
                       pair_rolling, old_key, old_xi, stride, new_key, new_xi, &slots_used, particle_corner_reach,
-                      body_orientation, body_lattice, r_i, solve_record, solve_share, &force, &torque);
+                      body_orientation, body_lattice, r_i, solve_records, solve_share, &force, &torque);
     if (slots_used < FRICTION_SLOTS) new_key[slots_used * stride] = EMPTY_SLOT;
     // contacts beyond FRICTION_SLOTS are not counted
     *contact_count = (float)slots_used + count_adjust;
@@ -686,7 +687,10 @@ __kernel void compute_contacts(
     __global const int4 *shape_dims,
     __global const float *shape_field,
     __global float4 *solve_record,           // contact records for the velocity solve (SOLVE_PASSES)
-    __global uchar *solve_count)             // records per particle
+    __global uchar *solve_count,             // records per particle
+    __global const float *pair_restitution,
+    __global const float4 *history_impulse_in,   // the records' impulses, in friction-history slots
+    __global float4 *history_impulse_out)
 {
     int s = get_global_id(0);
     if (s >= particle_count) return;
@@ -711,6 +715,7 @@ __kernel void compute_contacts(
     float3 torque = (float3)(0.0f);
     float contact_count = 0.0f;
     float solve_share = 0.0f;  // the shares of i's records: the body's count for the solve's mass splitting
+    SolveRecords records = {solve_record + i, history_impulse_in + i, history_impulse_out + i, pair_restitution};
 #if SOLVE_PASSES
     solve_count[i] = 0;
 #endif
@@ -723,6 +728,9 @@ __kernel void compute_contacts(
             history_key_out[k * history_stride + i] = key;
             if (key == EMPTY_SLOT) break;
             history_xi_out[k * history_stride + i] = history_xi_in[k * history_stride + i];
+#if SOLVE_PASSES
+            history_impulse_out[k * history_stride + i] = history_impulse_in[k * history_stride + i];
+#endif
         }
     }
     if (with_contacts || rebuilding) {
@@ -732,7 +740,7 @@ __kernel void compute_contacts(
                           history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out,
                           rebuilding, with_contacts, neighbour_reach2, neighbour_count, neighbour_list + s, asleep_i,
                           body_touched_out, particle_corner_reach, particle_faces, body_orientation, body_lattice,
-                          fields, particle_count, solve_record + i, &solve_share, solve_count + i, &force, &torque,
+                          fields, particle_count, records, &solve_share, solve_count + i, &force, &torque,
                           &contact_count);
     }
     // most particles touch nothing (free fall, a pile's inside): a byte instead of 32

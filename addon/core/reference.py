@@ -27,7 +27,7 @@ from .voxel_pairs import (PUSH_OUT_SPEED, VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, e
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, RESTITUTION_THRESHOLD, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
                        SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
@@ -79,6 +79,8 @@ class ReferenceEngine(StateMixin):
         self.faces = exposed_faces(m) if self.voxels else None
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = int(self.settings.solve_passes) if self.voxels else 0
+        # the velocity solve's impulses per friction slot, for the next substep's warm start
+        self.history_impulse = np.zeros((m.particle_count, FRICTION_SLOTS, 4))
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -334,7 +336,8 @@ class ReferenceEngine(StateMixin):
             slots_out[4][before] = permitted
             # the damping cap counts the pair for its share (40_contacts.cl voxel_pair_contact)
             slots_out[3] += share - 1.0
-            self._record(i, n, bj, point - self.x[b], depth, point - self.x[bj], share, self._particle_material(j))
+            self._record(i, before, slots_in, j, n, bj, point - self.x[b], depth, point - self.x[bj], share,
+                         self._particle_material(j), closing)
         force[i] += share * f
         torque[i] += share * t
 
@@ -358,12 +361,14 @@ class ReferenceEngine(StateMixin):
         touched_next = np.zeros(m.body_count, dtype=bool)
         contacts = np.zeros(m.body_count)
         self.records = {}  # particle -> its contacts for the velocity solve (_record)
+        self.new_history_impulse = np.zeros_like(self.history_impulse)
         for i in np.flatnonzero(self.dynamic):
             b = m.particle_body[i]
             if asleep[b] and self.sleepers_skip() and not self.touched[b]:
                 # a sleeping body nothing awake touched: no contacts, friction springs carry over
                 new_key[i], new_xi[i] = self.history_key[i], self.history_xi[i]
                 new_permitted[i] = self.history_permitted[i]
+                self.new_history_impulse[i] = self.history_impulse[i]
                 continue
             omega_i = state.angular_velocity[b]
             slots_in = (self.history_key[i], self.history_xi[i])
@@ -408,8 +413,9 @@ class ReferenceEngine(StateMixin):
                     f, t = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i], omega_i,
                                          zero, zero, m.plane_material[g], None, slots_in, slots_out)
                     if slots_out[2] > before:
-                        self._record(i, -m.plane_normal[g], STATIC_BODY, offset_world[i] + arm, depth - height, zero,
-                                     1.0, m.plane_material[g])
+                        self._record(i, before, slots_in, plane_key(g), -m.plane_normal[g], STATIC_BODY,
+                                     offset_world[i] + arm, depth - height, zero, 1.0, m.plane_material[g],
+                                     (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g])
                     force[i] += f
                     torque[i] += t
             self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, slots_in, slots_out, force, torque,
@@ -420,8 +426,11 @@ class ReferenceEngine(StateMixin):
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         self.colliders.tau += dt
         self._integrate(force, torque, offset_world)
+        if self.solve_passes:
+            self._solve(warm_start=True)
         for _ in range(self.solve_passes):
             self._solve()
+        self.history_impulse = self.new_history_impulse
         self.touched = touched_next
         self.time += dt
         self.substeps_done += 1
@@ -473,21 +482,29 @@ class ReferenceEngine(StateMixin):
                 f, tq = self._contact(i, -2 - m.plane_count - int(t), n, arm, depth - dist, vel_i, omega_i,
                                       v_tri, np.zeros(3), m.triangle_material[t], None, slots_in, slots_out)
                 if slots_out[2] > before:
-                    self._record(i, n, STATIC_BODY, offset_i + arm, depth - dist, v_tri, 1.0, m.triangle_material[t])
+                    self._record(i, before, slots_in, -2 - m.plane_count - int(t), n, STATIC_BODY, offset_i + arm,
+                                 depth - dist, v_tri, 1.0, m.triangle_material[t],
+                                 (vel_i + np.cross(omega_i, arm) - v_tri) @ n)
                 force[i] += f
                 torque[i] += tq
 
     # -- velocity solve (voxel contacts with solve_passes; 60_solve.cl) ------------------------
-    def _record(self, i, n, other, arm_i, depth, arm_j, share, material_j):
-        """A contact of particle i for the velocity solve (00_common.h write_solve_record): normal
-        i -> other side, the other body (STATIC_BODY: arm_j is then the static side's velocity at the
-        point), arms from the bodies' centres, depth, share, friction; its impulses start at zero."""
+    def _record(self, i, slot, slots_in, key, n, other, arm_i, depth, arm_j, share, material_j, closing):
+        """The contact of particle i in friction slot ``slot`` (history key ``key``) for the velocity
+        solve (00_common.h write_solve_record): normal i -> other side, the other body (STATIC_BODY:
+        arm_j is then the static side's velocity at the point), arms from the bodies' centres, depth,
+        share, friction, restitution, closing speed; its impulses start from the last substep's."""
         if not self.solve_passes:
             return
-        mu = self.params.friction[self.model.body_material[self.model.particle_body[i]], material_j]
+        material_i = self.model.body_material[self.model.particle_body[i]]
+        old = self._history_slot(slots_in[0], key) if self.settings.solve_warm_start else None
+        warm = np.zeros(4) if old is None else self.history_impulse[i, old].copy()
+        self.new_history_impulse[i, slot] = warm
         self.records.setdefault(int(i), []).append(
             [np.asarray(n, float), int(other), np.asarray(arm_i, float), float(depth), np.asarray(arm_j, float),
-             float(share), float(mu), np.zeros(3), 0.0])
+             float(share), float(self.params.friction[material_i, material_j]),
+             float(self.params.restitution[material_i, material_j]), float(closing), warm[:3], float(warm[3]),
+             int(slot)])
 
     def _split_inverse_mass(self, b, count, arm, u):
         """Body b's inverse mass along u at arm times its contacts' shares (0: static or asleep)."""
@@ -497,9 +514,10 @@ class ReferenceEngine(StateMixin):
         c = np.cross(arm, u)
         return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
 
-    def _solve(self):
+    def _solve(self, warm_start=False):
         """One Jacobi pass: every contact's impulse from the bodies' velocities now (solve_contacts),
-        then every body's sum of them applied to its momenta, velocities and pose (apply_solve_impulses)."""
+        or the impulses the contacts start with (warm_start_contacts), then every body's sum of them
+        applied to its momenta, velocities and pose (apply_solve_impulses)."""
         m = self.model
         dt = self.params.substep
         slop = self.settings.solve_slop * m.particle_radius
@@ -518,11 +536,18 @@ class ReferenceEngine(StateMixin):
             if not awake[b]:
                 continue
             for record in records:
-                n, other, arm_i, depth, arm_j, share, mu, tangential, normal = record
+                n, other, arm_i, depth, arm_j, share, mu, restitution, closing, tangential, normal, slot = record
+                if warm_start:
+                    j = -normal * n + tangential
+                    impulse[b] += j
+                    moment[b] += np.cross(arm_i, j)
+                    continue
                 v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
                 v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
                 vn = v_rel @ n
                 allowed = max((slop - depth) / dt, -push_speed)
+                if closing > RESTITUTION_THRESHOLD:
+                    allowed = min(allowed, -restitution * closing)
                 k_n = self._split_inverse_mass(b, count, arm_i, n)
                 if other >= 0:
                     k_n += self._split_inverse_mass(other, count, arm_j, n)
@@ -540,7 +565,8 @@ class ReferenceEngine(StateMixin):
                 if held > mu * new_normal:
                     new_tangential *= mu * new_normal / held if held > 0 else 0.0
                 j = -(new_normal - normal) * n + (new_tangential - tangential)
-                record[7], record[8] = new_tangential, new_normal
+                record[9], record[10] = new_tangential, new_normal
+                self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
                 impulse[b] += j
                 moment[b] += np.cross(arm_i, j)
         for b in np.flatnonzero(awake):
