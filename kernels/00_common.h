@@ -210,37 +210,38 @@ inline int history_slot(const int *old_key, int key)
 // took friction slot k of particle i is described at solve_record[(k * SOLVE_FIELDS + f) * stride + i]:
 // f 0: (normal from i towards the other side, the other body or STATIC_BODY or NO_RECORD),
 // f 1: (arm from i's body centre to the contact point, depth), f 2: (arm from the other body's
-// centre, or a static side's velocity at the point; share), f 3: accumulated impulses
-// (tangential xyz, normal), starting from the contact's last substep's (warm start), f 4: (friction
-// coefficient, restitution, closing speed at the substep's start, 0). The impulses are also kept
-// in the friction history's slot (history_impulse), for the next substep's warm start.
+// centre, or a static side's velocity at the point; share), f 3: the pass's accumulated impulses
+// (tangential xyz, normal), f 4: (friction coefficient, 0, 0, 0).
+// An impact (a contact closing faster than IMPACT_SPEED) is left to the contact law, whose dashpot
+// gives the restitution, until it parts; the friction history's slot keeps whether it is one
+// (history_impact).
 #define SOLVE_FIELDS 5
 #define NO_RECORD (-3)
 
 typedef struct {
-    __global float4 *record;               // solve_record + i
-    __global const float4 *impulse_in;     // history_impulse_in + i
-    __global float4 *impulse_out;          // history_impulse_out + i
-    __global const float *pair_restitution;
+    __global float4 *record;             // solve_record + i
+    __global const float *impact_in;     // history_impact_in + i
+    __global float *impact_out;          // history_impact_out + i
 } SolveRecords;
 
-// The record of the contact that took slot `slot` of particle i, whose history key is `key`.
-inline void write_solve_record(SolveRecords sr, const int *old_key, int key, int stride, int slot, float3 n,
+// The record of the contact that took slot `slot` of particle i (history key `key`, closing at
+// `closing` m/s): whether the solve takes it (not an impact).
+inline bool write_solve_record(SolveRecords sr, const int *old_key, int key, int stride, int slot, float3 n,
                                int other, float3 arm_i, float depth, float3 arm_j, float share, float mu,
-                               int mat_i, int mat_j, float closing)
+                               float closing)
 {
-    float4 warm = (float4)(0.0f);
-#if SOLVE_WARM_START
     int old = history_slot(old_key, key);
-    if (old >= 0) warm = sr.impulse_in[old * stride];
-#endif
+    bool was_impact = old >= 0 && sr.impact_in[old * stride] > 0.0f;
+    bool impact = closing > IMPACT_SPEED || (was_impact && closing > 0.0f);
+    sr.impact_out[slot * stride] = impact ? 1.0f : 0.0f;
     __global float4 *r = sr.record + slot * SOLVE_FIELDS * stride;
-    r[0] = (float4)(n, as_float(other));
+    r[0] = (float4)(n, as_float(impact ? NO_RECORD : other));
+    if (impact) return false;
     r[stride] = (float4)(arm_i, depth);
     r[2 * stride] = (float4)(arm_j, share);
-    r[3 * stride] = warm;
-    r[4 * stride] = (float4)(mu, sr.pair_restitution[mat_i * MATERIAL_COUNT + mat_j], closing, 0.0f);
-    sr.impulse_out[slot * stride] = warm;
+    r[3 * stride] = (float4)(0.0f);
+    r[4 * stride] = (float4)(mu, 0.0f, 0.0f, 0.0f);
+    return true;
 }
 
 // One contact seen from particle i (see contact_law). Adds to force/torque (about i's centre)

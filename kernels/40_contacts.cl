@@ -412,11 +412,10 @@ inline bool voxel_pair_contact(
         // under a voxel offset by half a voxel are one contact, as the same voxel face on face)
         *count_adjust += share - 1.0f;
 #if SOLVE_PASSES
-        write_solve_record(solve_records, old_key, j, stride, before, n, body_j,
-                           point - ns.body_position[body_i].xyz, depth, point - ns.body_position[body_j].xyz, share,
-                           pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], mat_i,
-                           ns.particle_material[j], closing);
-        *solve_share += share;
+        if (write_solve_record(solve_records, old_key, j, stride, before, n, body_j,
+                               point - ns.body_position[body_i].xyz, depth, point - ns.body_position[body_j].xyz,
+                               share, pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], closing))
+            *solve_share += share;
 #endif
     }
     *force += share * f;
@@ -688,9 +687,8 @@ __kernel void compute_contacts(
     __global const float *shape_field,
     __global float4 *solve_record,           // contact records for the velocity solve (SOLVE_PASSES)
     __global uchar *solve_count,             // records per particle
-    __global const float *pair_restitution,
-    __global const float4 *history_impulse_in,   // the records' impulses, in friction-history slots
-    __global float4 *history_impulse_out)
+    __global const float *history_impact_in,     // per friction slot: 1 while the contact is an impact
+    __global float *history_impact_out)
 {
     int s = get_global_id(0);
     if (s >= particle_count) return;
@@ -715,7 +713,7 @@ __kernel void compute_contacts(
     float3 torque = (float3)(0.0f);
     float contact_count = 0.0f;
     float solve_share = 0.0f;  // the shares of i's records: the body's count for the solve's mass splitting
-    SolveRecords records = {solve_record + i, history_impulse_in + i, history_impulse_out + i, pair_restitution};
+    SolveRecords records = {solve_record + i, history_impact_in + i, history_impact_out + i};
 #if SOLVE_PASSES
     solve_count[i] = 0;
 #endif
@@ -729,7 +727,7 @@ __kernel void compute_contacts(
             if (key == EMPTY_SLOT) break;
             history_xi_out[k * history_stride + i] = history_xi_in[k * history_stride + i];
 #if SOLVE_PASSES
-            history_impulse_out[k * history_stride + i] = history_impulse_in[k * history_stride + i];
+            history_impact_out[k * history_stride + i] = history_impact_in[k * history_stride + i];
 #endif
         }
     }

@@ -1,10 +1,9 @@
-// Stage 60, velocity solve (SOLVE_PASSES > 0; contact-solve.md E13): after the bodies' step, the
-// contacts the contact kernel recorded (write_solve_record) first apply the impulses they ended the
-// last substep with (warm start), then SOLVE_PASSES Jacobi passes make each contact stop closing
-// once it is deeper than the slop (or part at its restitution times the speed it closed at, for an
-// impact faster than RESTITUTION_THRESHOLD), and hold it with friction up to mu times its normal
-// impulse. The contact law's springs still act; this adds the impulse a stiff contact would have
-// given beyond them. Mass splitting (Tonge et al. 2012): a
+// Stage 60, velocity solve (SOLVE_PASSES > 0; contact-solve.md E13): after the bodies' step,
+// SOLVE_PASSES Jacobi passes over the contacts the contact kernel recorded (write_solve_record; not
+// impacts, which the contact law's dashpot gives their restitution) make each contact stop closing
+// once it is deeper than the slop, and hold it with friction up to mu times the normal impulse the
+// passes gave it. The contact law's springs still act; this adds the impulse a stiff contact would
+// have given beyond them. Mass splitting (Tonge et al. 2012): a
 // contact's impulse is the one that stops it with each body's inverse mass multiplied by the shares
 // of the body's contacts, so the two sides of a pair compute the same impulse from the same two
 // bodies' velocities and apply it equal and opposite (no scatter, no atomics: deterministic).
@@ -40,41 +39,6 @@ inline float split_inverse_mass(SolveBody s, float3 arm, float3 u, __global cons
                       + dot(c, angular_velocity(s.q, body_inv_inertia + 9 * s.body, c)));
 }
 
-// A work-item per particle: the impulses its records start the substep with (the last substep's),
-// summed as (impulse, its moment about the body's centre) in solve_impulse / solve_angular_impulse.
-__kernel void warm_start_contacts(
-    const int particle_count,
-    const int history_stride,
-    const float4 sleep,
-    __global const int *particle_body,
-    __global const uchar *solve_count,
-    __global const float4 *solve_record,
-    __global const float *body_quiet,
-    __global float4 *solve_impulse,
-    __global float4 *solve_angular_impulse)
-{
-    int i = get_global_id(0);
-    if (i >= particle_count) return;
-    int count = solve_count[i];
-    int body_i = particle_body[i];
-    if (count == 0 || body_i == STATIC_BODY) return;
-    int stride = history_stride;
-    float3 impulse = (float3)(0.0f), moment = (float3)(0.0f);
-    if (!is_asleep(body_quiet[body_i], sleep)) {
-        for (int k = 0; k < count; ++k) {
-            __global const float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
-            float4 f0 = r[0];
-            if (as_int(f0.w) == NO_RECORD) continue;
-            float4 lambda = r[3 * stride];
-            float3 j = -lambda.w * f0.xyz + lambda.xyz;
-            impulse += j;
-            moment += cross(r[stride].xyz, j);
-        }
-    }
-    solve_impulse[i] = (float4)(impulse, 0.0f);
-    solve_angular_impulse[i] = (float4)(moment, 0.0f);
-}
-
 // A work-item per particle: its records' impulses of this pass, summed as (impulse, its moment
 // about the body's centre) in solve_impulse / solve_angular_impulse.
 __kernel void solve_contacts(
@@ -94,8 +58,7 @@ __kernel void solve_contacts(
     __global const float *body_solve_count,
     __global const float *body_quiet,
     __global float4 *solve_impulse,
-    __global float4 *solve_angular_impulse,
-    __global float4 *history_impulse_out)
+    __global float4 *solve_angular_impulse)
 {
     int i = get_global_id(0);
     if (i >= particle_count) return;
@@ -114,7 +77,7 @@ __kernel void solve_contacts(
             if (other == NO_RECORD) continue;
             float3 n = f0.xyz;
             float4 f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride];
-            float4 f4 = r[4 * stride];  // friction, restitution, closing speed
+            float mu = r[4 * stride].x;
             float3 arm_i = f1.xyz;
             float depth = f1.w, share = f2.w;
             SolveBody b = solve_body(other, body_velocity, body_angular_velocity, body_orientation, body_solve_count,
@@ -125,7 +88,6 @@ __kernel void solve_contacts(
             // closing at most what leaves the contact at the slop after the substep; pushing out no
             // faster than the push-out speed
             float allowed = fmax((solve_constants.x - depth) / substep, -solve_constants.y);
-            if (f4.z > RESTITUTION_THRESHOLD) allowed = fmin(allowed, -f4.y * f4.z);
             float k_n = split_inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
                       + ((other >= 0) ? split_inverse_mass(b, f2.xyz, n, body_mass, body_inv_inertia) : 0.0f);
             float normal = fmax(lambda.w + share * (vn - allowed) / k_n, 0.0f);
@@ -138,12 +100,11 @@ __kernel void solve_contacts(
                           + ((other >= 0) ? split_inverse_mass(b, f2.xyz, t, body_mass, body_inv_inertia) : 0.0f);
                 tangential -= share * v_t / k_t;
             }
-            float limit = f4.x * normal;
+            float limit = mu * normal;
             float held = length(tangential);
             if (held > limit) tangential *= (held > 0.0f) ? limit / held : 0.0f;
             float3 j = -(normal - lambda.w) * n + (tangential - lambda.xyz);  // this pass's impulse on i
             r[3 * stride] = (float4)(tangential, normal);
-            history_impulse_out[k * stride + i] = (float4)(tangential, normal);
             impulse += j;
             moment += cross(arm_i, j);
         }

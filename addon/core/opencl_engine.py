@@ -41,7 +41,7 @@ from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, RESTITUTION_THRESHOLD, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
                        SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, collider_reach
@@ -68,10 +68,9 @@ STAGES = (
     Stage("30_colliders.cl"),  # planes and triangles: functions compute_contacts calls
     Stage("40_contacts.cl", ("compute_contacts",)),
     Stage("50_bodies.cl", ("integrate_bodies",)),
-    # the warm start, then SOLVE_PASSES times solve and apply, if any
-    Stage("60_solve.cl", ("warm_start_contacts", "solve_contacts", "apply_solve_impulses")),
+    Stage("60_solve.cl", ("solve_contacts", "apply_solve_impulses")),  # SOLVE_PASSES times each, if any
 )
-SOLVE_KERNELS = ("warm_start_contacts", "solve_contacts", "apply_solve_impulses")
+SOLVE_KERNELS = ("solve_contacts", "apply_solve_impulses")
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
 
@@ -250,8 +249,7 @@ class OpenCLEngine(StateMixin):
                    f"-DFACE_COMPONENT_FRACTION={FACE_COMPONENT_FRACTION!r}f",
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
-                   f"-DSOLVE_PASSES={self.solve_passes}", f"-DSOLVE_WARM_START={int(self.settings.solve_warm_start)}",
-                   f"-DRESTITUTION_THRESHOLD={RESTITUTION_THRESHOLD!r}f",
+                   f"-DSOLVE_PASSES={self.solve_passes}", f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
                    "-cl-denorms-are-zero"]
         source = program_source()
         self.program = cl.Program(self.context, source).build(options=options)
@@ -332,9 +330,8 @@ class OpenCLEngine(StateMixin):
         a["solve_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
         a["solve_angular_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
         a["body_solve_count"] = buffer(nbytes=4 * body_count if solving else 16)
-        a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
-        impulses = np.zeros((particle_count * FRICTION_SLOTS if solving else 1, 4), np.float32)
-        self._double_buffer("history_impulse_in", "history_impulse_out", buffer(impulses), buffer(impulses))
+        impacts = np.zeros(particle_count * FRICTION_SLOTS if solving else 4, np.float32)
+        self._double_buffer("history_impact_in", "history_impact_out", buffer(impacts), buffer(impacts))
         # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the H100
         empty_keys = np.full(particle_count * FRICTION_SLOTS, -1, dtype=np.int32)
         self._double_buffer("history_key_in", "history_key_out", buffer(empty_keys), buffer(empty_keys))
@@ -476,14 +473,11 @@ class OpenCLEngine(StateMixin):
             "integrate_bodies": ((_round_up(body_count, BODY_GROUP_SIZE // self.body_lanes) * self.body_lanes,),
                                  (BODY_GROUP_SIZE,)),
             "solve_contacts": (particles, None),
-            "warm_start_contacts": (particles, None),
             "apply_solve_impulses": ((_round_up(body_count),), None),
         }
         # what a substep enqueues, in order: (kernel's two instances, global size, local size, name)
         order = [name for name in LAUNCH_ORDER if name not in SOLVE_KERNELS]
-        if self.solve_passes:
-            order += ["warm_start_contacts", "apply_solve_impulses"]
-            order += ["solve_contacts", "apply_solve_impulses"] * self.solve_passes
+        order += list(SOLVE_KERNELS) * self.solve_passes
         self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in order]
 
     def _bind(self, names=None):

@@ -27,7 +27,7 @@ from .voxel_pairs import (PUSH_OUT_SPEED, VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, e
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, RESTITUTION_THRESHOLD, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
                        SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
@@ -79,8 +79,8 @@ class ReferenceEngine(StateMixin):
         self.faces = exposed_faces(m) if self.voxels else None
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = int(self.settings.solve_passes) if self.voxels else 0
-        # the velocity solve's impulses per friction slot, for the next substep's warm start
-        self.history_impulse = np.zeros((m.particle_count, FRICTION_SLOTS, 4))
+        # per friction slot: whether the contact is an impact (the velocity solve leaves it alone)
+        self.history_impact = np.zeros((m.particle_count, FRICTION_SLOTS), dtype=bool)
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -361,14 +361,14 @@ class ReferenceEngine(StateMixin):
         touched_next = np.zeros(m.body_count, dtype=bool)
         contacts = np.zeros(m.body_count)
         self.records = {}  # particle -> its contacts for the velocity solve (_record)
-        self.new_history_impulse = np.zeros_like(self.history_impulse)
+        self.new_history_impact = np.zeros_like(self.history_impact)
         for i in np.flatnonzero(self.dynamic):
             b = m.particle_body[i]
             if asleep[b] and self.sleepers_skip() and not self.touched[b]:
                 # a sleeping body nothing awake touched: no contacts, friction springs carry over
                 new_key[i], new_xi[i] = self.history_key[i], self.history_xi[i]
                 new_permitted[i] = self.history_permitted[i]
-                self.new_history_impulse[i] = self.history_impulse[i]
+                self.new_history_impact[i] = self.history_impact[i]
                 continue
             omega_i = state.angular_velocity[b]
             slots_in = (self.history_key[i], self.history_xi[i])
@@ -426,11 +426,9 @@ class ReferenceEngine(StateMixin):
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         self.colliders.tau += dt
         self._integrate(force, torque, offset_world)
-        if self.solve_passes:
-            self._solve(warm_start=True)
         for _ in range(self.solve_passes):
             self._solve()
-        self.history_impulse = self.new_history_impulse
+        self.history_impact = self.new_history_impact
         self.touched = touched_next
         self.time += dt
         self.substeps_done += 1
@@ -490,21 +488,23 @@ class ReferenceEngine(StateMixin):
 
     # -- velocity solve (voxel contacts with solve_passes; 60_solve.cl) ------------------------
     def _record(self, i, slot, slots_in, key, n, other, arm_i, depth, arm_j, share, material_j, closing):
-        """The contact of particle i in friction slot ``slot`` (history key ``key``) for the velocity
-        solve (00_common.h write_solve_record): normal i -> other side, the other body (STATIC_BODY:
-        arm_j is then the static side's velocity at the point), arms from the bodies' centres, depth,
-        share, friction, restitution, closing speed; its impulses start from the last substep's."""
+        """The contact of particle i in friction slot ``slot`` (history key ``key``, closing at
+        ``closing`` m/s) for the velocity solve (00_common.h write_solve_record): normal i -> other
+        side, the other body (STATIC_BODY: arm_j is then the static side's velocity at the point),
+        arms from the bodies' centres, depth, share, friction. An impact (closing faster than
+        IMPACT_SPEED, and until it parts) is left to the contact law."""
         if not self.solve_passes:
             return
+        old = self._history_slot(slots_in[0], key)
+        was_impact = old is not None and self.history_impact[i, old]
+        impact = closing > IMPACT_SPEED or (was_impact and closing > 0.0)
+        self.new_history_impact[i, slot] = impact
+        if impact:
+            return
         material_i = self.model.body_material[self.model.particle_body[i]]
-        old = self._history_slot(slots_in[0], key) if self.settings.solve_warm_start else None
-        warm = np.zeros(4) if old is None else self.history_impulse[i, old].copy()
-        self.new_history_impulse[i, slot] = warm
         self.records.setdefault(int(i), []).append(
             [np.asarray(n, float), int(other), np.asarray(arm_i, float), float(depth), np.asarray(arm_j, float),
-             float(share), float(self.params.friction[material_i, material_j]),
-             float(self.params.restitution[material_i, material_j]), float(closing), warm[:3], float(warm[3]),
-             int(slot)])
+             float(share), float(self.params.friction[material_i, material_j]), np.zeros(3), 0.0])
 
     def _split_inverse_mass(self, b, count, arm, u):
         """Body b's inverse mass along u at arm times its contacts' shares (0: static or asleep)."""
@@ -514,10 +514,9 @@ class ReferenceEngine(StateMixin):
         c = np.cross(arm, u)
         return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
 
-    def _solve(self, warm_start=False):
+    def _solve(self):
         """One Jacobi pass: every contact's impulse from the bodies' velocities now (solve_contacts),
-        or the impulses the contacts start with (warm_start_contacts), then every body's sum of them
-        applied to its momenta, velocities and pose (apply_solve_impulses)."""
+        then every body's sum of them applied to its momenta, velocities and pose (apply_solve_impulses)."""
         m = self.model
         dt = self.params.substep
         slop = self.settings.solve_slop * m.particle_radius
@@ -536,18 +535,11 @@ class ReferenceEngine(StateMixin):
             if not awake[b]:
                 continue
             for record in records:
-                n, other, arm_i, depth, arm_j, share, mu, restitution, closing, tangential, normal, slot = record
-                if warm_start:
-                    j = -normal * n + tangential
-                    impulse[b] += j
-                    moment[b] += np.cross(arm_i, j)
-                    continue
+                n, other, arm_i, depth, arm_j, share, mu, tangential, normal = record
                 v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
                 v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
                 vn = v_rel @ n
                 allowed = max((slop - depth) / dt, -push_speed)
-                if closing > RESTITUTION_THRESHOLD:
-                    allowed = min(allowed, -restitution * closing)
                 k_n = self._split_inverse_mass(b, count, arm_i, n)
                 if other >= 0:
                     k_n += self._split_inverse_mass(other, count, arm_j, n)
@@ -565,8 +557,7 @@ class ReferenceEngine(StateMixin):
                 if held > mu * new_normal:
                     new_tangential *= mu * new_normal / held if held > 0 else 0.0
                 j = -(new_normal - normal) * n + (new_tangential - tangential)
-                record[9], record[10] = new_tangential, new_normal
-                self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
+                record[7], record[8] = new_tangential, new_normal
                 impulse[b] += j
                 moment[b] += np.cross(arm_i, j)
         for b in np.flatnonzero(awake):

@@ -43,9 +43,10 @@ FRICTION_SLOTS = 8
 # cubes at 0.2. 0.9 leaves a single face at restitution 0 (0.84) untouched.
 DAMPING_LIMIT = 0.9
 CONTACT_GEOMETRIES = ("particles", "sdf", "voxels")
-# The velocity solve (kernels/60_solve.cl) gives a contact closing faster than this (m/s) its
-# restitution; slower ones stop (Box2D's threshold), so resting contacts do not bounce.
-RESTITUTION_THRESHOLD = 1.0
+# A contact closing faster than this (m/s) is an impact: the velocity solve (kernels/60_solve.cl)
+# leaves it to the contact law, whose dashpot gives the restitution, until it parts (Box2D's
+# restitution threshold).
+IMPACT_SPEED = 1.0
 # The stiffness target each contact geometry defaults to. Voxel contacts stand a pile like Newton's
 # and Bullet's boxes only with contacts 16x stiffer (4x the substeps): at 0.05 the 1000-cube pile
 # holds for 5 s and then avalanches, at 0.0125 its deepest corner sinks 1.4 cm, at 0.05 / 16 it
@@ -84,7 +85,6 @@ class SimulationSettings:
     solve_passes: int = 0
     solve_slop: float = 0.01
     solve_push_speed: float = 0.5
-    solve_warm_start: bool = True
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
@@ -163,7 +163,6 @@ class ContactParameters:
     damping_ratio: np.ndarray = field(repr=False)  # (M, M) zeta for each material pair
     friction: np.ndarray = field(repr=False)  # (M, M) mu for each material pair
     rolling_friction: np.ndarray = field(repr=False)  # (M, M) rolling resistance for each pair
-    restitution: np.ndarray = field(repr=False)  # (M, M) e for each material pair (the velocity solve)
 
 
 # A body counts as accelerated (awake) when its centre plus its extent times the angular
@@ -260,5 +259,4 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         damping_ratio=damping_ratio_for_restitution(e_pair),
         friction=mu,
         rolling_friction=np.sqrt(np.outer(materials[:, 4], materials[:, 4])),
-        restitution=e_pair,
     )
