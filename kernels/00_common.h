@@ -213,8 +213,8 @@ inline int history_slot(const int *old_key, int key)
 // centre, or a static side's velocity at the point; share), f 3: the pass's accumulated impulses
 // (tangential xyz, normal), f 4: (friction coefficient, 0, 0, 0).
 // An impact (a contact closing faster than IMPACT_SPEED) is left to the contact law, whose dashpot
-// gives the restitution, until it parts; the friction history's slot keeps whether it is one
-// (history_impact).
+// gives the restitution, until it closes slower than IMPACT_END_SPEED; the friction history's slot
+// keeps whether it is one (history_impact).
 #define SOLVE_FIELDS 5
 #define NO_RECORD (-3)
 
@@ -232,7 +232,7 @@ inline bool write_solve_record(SolveRecords sr, const int *old_key, int key, int
 {
     int old = history_slot(old_key, key);
     bool was_impact = old >= 0 && sr.impact_in[old * stride] > 0.0f;
-    bool impact = closing > IMPACT_SPEED || (was_impact && closing > 0.0f);
+    bool impact = closing > IMPACT_SPEED || (was_impact && closing > IMPACT_END_SPEED);
     sr.impact_out[slot * stride] = impact ? 1.0f : 0.0f;
     __global float4 *r = sr.record + slot * SOLVE_FIELDS * stride;
     r[0] = (float4)(n, as_float(impact ? NO_RECORD : other));

@@ -41,8 +41,8 @@ from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
-                       SimulationSettings, derive_contact_parameters)
+from .settings import (DAMPING_LIMIT, DEFAULT_SOLVE_PASSES, FRICTION_SLOTS, IMPACT_END_SPEED, IMPACT_SPEED,
+                       ROLLING_REGULARIZATION, ROTATION_SWEEPS, SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, collider_reach
 
@@ -71,6 +71,7 @@ STAGES = (
     Stage("60_solve.cl", ("solve_contacts", "apply_solve_impulses")),  # SOLVE_PASSES times each, if any
 )
 SOLVE_KERNELS = ("solve_contacts", "apply_solve_impulses")
+SOLVE_FIELDS = 5  # float4s per contact record: keep equal to 00_common.h's SOLVE_FIELDS
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
 
@@ -135,7 +136,14 @@ def bytes_per_particle(contact_geometry: str | None = None) -> int:
     """Device bytes per particle with this contact geometry (settings.CONTACT_GEOMETRIES); None: the largest."""
     slots = {"particles": NEIGHBOUR_SLOTS, "sdf": SDF_NEIGHBOUR_SLOTS, "voxels": VOXEL_NEIGHBOUR_SLOTS}.get(
         contact_geometry, max(NEIGHBOUR_SLOTS, SDF_NEIGHBOUR_SLOTS, VOXEL_NEIGHBOUR_SLOTS))
-    return _BYTES_PER_PARTICLE_BUT_LISTS + 1 + 4 * (slots + 1)
+    return _BYTES_PER_PARTICLE_BUT_LISTS + 1 + 4 * (slots + 1) + solve_bytes_per_particle(contact_geometry)
+
+
+def solve_bytes_per_particle(contact_geometry: str | None = None) -> int:
+    """Device bytes per particle of the velocity solve (its records, the impacts' history, the passes'
+    impulses, the record count) when the geometry solves by default; None: the largest."""
+    solves = DEFAULT_SOLVE_PASSES.get(contact_geometry, max(DEFAULT_SOLVE_PASSES.values())) > 0
+    return (SOLVE_FIELDS * 16 * FRICTION_SLOTS + 2 * 4 * FRICTION_SLOTS + 2 * 16 + 1) if solves else 0
 
 
 def estimate_device_memory(particle_count: int, body_count: int, contact_geometry: str | None = None) -> int:
@@ -211,7 +219,7 @@ class OpenCLEngine(StateMixin):
         self.sdf_contacts = self.settings.contact_geometry == "sdf"
         self.voxel_contacts = self.settings.contact_geometry == "voxels"
         # the velocity solve over the contacts' records (kernels/60_solve.cl): voxel contacts only
-        self.solve_passes = int(self.settings.solve_passes) if self.voxel_contacts else 0
+        self.solve_passes = self.settings.solve_passes
         geometry = self.settings.contact_geometry
         if neighbour_skin is None:
             neighbour_skin = {"sdf": SDF_NEIGHBOUR_SKIN, "voxels": VOXEL_NEIGHBOUR_SKIN}.get(geometry, NEIGHBOUR_SKIN)
@@ -250,6 +258,7 @@ class OpenCLEngine(StateMixin):
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
                    f"-DSOLVE_PASSES={self.solve_passes}", f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
+                   f"-DIMPACT_END_SPEED={IMPACT_END_SPEED!r}f",
                    "-cl-denorms-are-zero"]
         source = program_source()
         self.program = cl.Program(self.context, source).build(options=options)
@@ -325,7 +334,7 @@ class OpenCLEngine(StateMixin):
         a["particle_torque"] = buffer(nbytes=16 * particle_count)
         a["particle_has_force"] = buffer(nbytes=particle_count)
         solving = self.solve_passes > 0
-        a["solve_record"] = buffer(nbytes=16 * 5 * FRICTION_SLOTS * particle_count if solving else 16)
+        a["solve_record"] = buffer(nbytes=16 * SOLVE_FIELDS * FRICTION_SLOTS * particle_count if solving else 16)
         a["solve_count"] = buffer(np.zeros(particle_count if solving else 4, np.uint8))
         a["solve_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
         a["solve_angular_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)

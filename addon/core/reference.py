@@ -27,7 +27,7 @@ from .voxel_pairs import (PUSH_OUT_SPEED, VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, e
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_END_SPEED, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
                        SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
@@ -78,7 +78,7 @@ class ReferenceEngine(StateMixin):
         self.voxels = self.settings.contact_geometry == "voxels"
         self.faces = exposed_faces(m) if self.voxels else None
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
-        self.solve_passes = int(self.settings.solve_passes) if self.voxels else 0
+        self.solve_passes = self.settings.solve_passes
         # per friction slot: whether the contact is an impact (the velocity solve leaves it alone)
         self.history_impact = np.zeros((m.particle_count, FRICTION_SLOTS), dtype=bool)
 
@@ -492,12 +492,12 @@ class ReferenceEngine(StateMixin):
         ``closing`` m/s) for the velocity solve (00_common.h write_solve_record): normal i -> other
         side, the other body (STATIC_BODY: arm_j is then the static side's velocity at the point),
         arms from the bodies' centres, depth, share, friction. An impact (closing faster than
-        IMPACT_SPEED, and until it parts) is left to the contact law."""
+        IMPACT_SPEED, until it closes slower than IMPACT_END_SPEED) is left to the contact law."""
         if not self.solve_passes:
             return
         old = self._history_slot(slots_in[0], key)
         was_impact = old is not None and self.history_impact[i, old]
-        impact = closing > IMPACT_SPEED or (was_impact and closing > 0.0)
+        impact = closing > IMPACT_SPEED or (was_impact and closing > IMPACT_END_SPEED)
         self.new_history_impact[i, slot] = impact
         if impact:
             return
