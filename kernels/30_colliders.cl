@@ -146,12 +146,13 @@ inline void collider_contacts(
                         pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                         new_key, new_xi, slots_used, force, torque);
 #if SOLVE_PASSES
-            if (*slots_used > before
-                && write_solve_record(solve_records, old_key, -2 - g, stride, before, -normal, STATIC_BODY,
-                                      r_i + arm, depth - height, (float3)(0.0f), 1.0f,
-                                      pair_friction[mat_i * MATERIAL_COUNT + plane_material[g]],
-                                      dot(v_i + cross(w_i, arm), -normal)))
+            if (*slots_used > before) {
+                write_solve_record(solve_records, old_key, -2 - g, stride, before, -normal, STATIC_BODY, r_i + arm,
+                                   depth - height, (float3)(0.0f), 1.0f,
+                                   pair_friction[mat_i * MATERIAL_COUNT + plane_material[g]], mat_i,
+                                   plane_material[g], dot(v_i + cross(w_i, arm), -normal));
                 *solve_share += 1.0f;
+            }
 #endif
         }
     }
@@ -225,12 +226,13 @@ inline void collider_contacts(
                             pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                             new_key, new_xi, slots_used, force, torque);
 #if SOLVE_PASSES
-                if (*slots_used > before
-                    && write_solve_record(solve_records, old_key, -2 - plane_count - t, stride, before, n,
-                                          STATIC_BODY, r_i + arm, depth - dist, v_tri, 1.0f,
-                                          pair_friction[mat_i * MATERIAL_COUNT + tv.w],
-                                          dot(v_i + cross(w_i, arm) - v_tri, n)))
+                if (*slots_used > before) {
+                    write_solve_record(solve_records, old_key, -2 - plane_count - t, stride, before, n, STATIC_BODY,
+                                       r_i + arm, depth - dist, v_tri, 1.0f,
+                                       pair_friction[mat_i * MATERIAL_COUNT + tv.w], mat_i, tv.w,
+                                       dot(v_i + cross(w_i, arm) - v_tri, n));
                     *solve_share += 1.0f;
+                }
 #endif
             }
         }

@@ -412,10 +412,11 @@ inline bool voxel_pair_contact(
         // under a voxel offset by half a voxel are one contact, as the same voxel face on face)
         *count_adjust += share - 1.0f;
 #if SOLVE_PASSES
-        if (write_solve_record(solve_records, old_key, j, stride, before, n, body_j,
-                               point - ns.body_position[body_i].xyz, depth, point - ns.body_position[body_j].xyz,
-                               share, pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], closing))
-            *solve_share += share;
+        write_solve_record(solve_records, old_key, j, stride, before, n, body_j, point - ns.body_position[body_i].xyz,
+                           depth, point - ns.body_position[body_j].xyz, share,
+                           pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], mat_i,
+                           ns.particle_material[j], closing);
+        *solve_share += share;
 #endif
     }
     *force += share * f;
@@ -687,8 +688,9 @@ __kernel void compute_contacts(
     __global const float *shape_field,
     __global float4 *solve_record,           // contact records for the velocity solve (SOLVE_PASSES)
     __global uchar *solve_count,             // records per particle
-    __global const float *history_impact_in,     // per friction slot: 1 while the contact is an impact
-    __global float *history_impact_out)
+    __global const float *history_impact_in,     // per friction slot: the contact's impact speed
+    __global float *history_impact_out,
+    __global const float *pair_restitution)
 {
     int s = get_global_id(0);
     if (s >= particle_count) return;
@@ -713,7 +715,7 @@ __kernel void compute_contacts(
     float3 torque = (float3)(0.0f);
     float contact_count = 0.0f;
     float solve_share = 0.0f;  // the shares of i's records: the body's count for the solve's mass splitting
-    SolveRecords records = {solve_record + i, history_impact_in + i, history_impact_out + i};
+    SolveRecords records = {solve_record + i, history_impact_in + i, history_impact_out + i, pair_restitution};
 #if SOLVE_PASSES
     solve_count[i] = 0;
 #endif

@@ -77,7 +77,7 @@ __kernel void solve_contacts(
             if (other == NO_RECORD) continue;
             float3 n = f0.xyz;
             float4 f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride];
-            float mu = r[4 * stride].x;
+            float4 f4 = r[4 * stride];  // friction, restitution, impact speed
             float3 arm_i = f1.xyz;
             float depth = f1.w, share = f2.w;
             SolveBody b = solve_body(other, body_velocity, body_angular_velocity, body_orientation, body_solve_count,
@@ -88,6 +88,7 @@ __kernel void solve_contacts(
             // closing at most what leaves the contact at the slop after the substep; pushing out no
             // faster than the push-out speed
             float allowed = fmax((solve_constants.x - depth) / substep, -solve_constants.y);
+            if (f4.z > IMPACT_SPEED) allowed = fmin(allowed, -f4.y * f4.z);
             float k_n = split_inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
                       + ((other >= 0) ? split_inverse_mass(b, f2.xyz, n, body_mass, body_inv_inertia) : 0.0f);
             float normal = fmax(lambda.w + share * (vn - allowed) / k_n, 0.0f);
@@ -100,7 +101,7 @@ __kernel void solve_contacts(
                           + ((other >= 0) ? split_inverse_mass(b, f2.xyz, t, body_mass, body_inv_inertia) : 0.0f);
                 tangential -= share * v_t / k_t;
             }
-            float limit = mu * normal;
+            float limit = f4.x * normal;
             float held = length(tangential);
             if (held > limit) tangential *= (held > 0.0f) ? limit / held : 0.0f;
             float3 j = -(normal - lambda.w) * n + (tangential - lambda.xyz);  // this pass's impulse on i

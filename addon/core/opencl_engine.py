@@ -339,6 +339,7 @@ class OpenCLEngine(StateMixin):
         a["solve_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
         a["solve_angular_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
         a["body_solve_count"] = buffer(nbytes=4 * body_count if solving else 16)
+        a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
         impacts = np.zeros(particle_count * FRICTION_SLOTS if solving else 4, np.float32)
         self._double_buffer("history_impact_in", "history_impact_out", buffer(impacts), buffer(impacts))
         # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the H100

@@ -27,7 +27,7 @@ from .voxel_pairs import (PUSH_OUT_SPEED, VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, e
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_END_SPEED, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
                        SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
@@ -79,8 +79,8 @@ class ReferenceEngine(StateMixin):
         self.faces = exposed_faces(m) if self.voxels else None
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = self.settings.solve_passes
-        # per friction slot: whether the contact is an impact (the velocity solve leaves it alone)
-        self.history_impact = np.zeros((m.particle_count, FRICTION_SLOTS), dtype=bool)
+        # per friction slot: the fastest the contact has closed since it last parted (restitution)
+        self.history_impact = np.zeros((m.particle_count, FRICTION_SLOTS))
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -491,20 +491,18 @@ class ReferenceEngine(StateMixin):
         """The contact of particle i in friction slot ``slot`` (history key ``key``, closing at
         ``closing`` m/s) for the velocity solve (00_common.h write_solve_record): normal i -> other
         side, the other body (STATIC_BODY: arm_j is then the static side's velocity at the point),
-        arms from the bodies' centres, depth, share, friction. An impact (closing faster than
-        IMPACT_SPEED, until it closes slower than IMPACT_END_SPEED) is left to the contact law."""
+        arms from the bodies' centres, depth, share, friction, restitution and impact speed (the
+        fastest it has closed since it last parted)."""
         if not self.solve_passes:
             return
         old = self._history_slot(slots_in[0], key)
-        was_impact = old is not None and self.history_impact[i, old]
-        impact = closing > IMPACT_SPEED or (was_impact and closing > IMPACT_END_SPEED)
+        impact = max(closing, 0.0 if old is None else self.history_impact[i, old]) if closing > 0 else 0.0
         self.new_history_impact[i, slot] = impact
-        if impact:
-            return
         material_i = self.model.body_material[self.model.particle_body[i]]
         self.records.setdefault(int(i), []).append(
             [np.asarray(n, float), int(other), np.asarray(arm_i, float), float(depth), np.asarray(arm_j, float),
-             float(share), float(self.params.friction[material_i, material_j]), np.zeros(3), 0.0])
+             float(share), float(self.params.friction[material_i, material_j]),
+             float(self.params.restitution[material_i, material_j]), float(impact), np.zeros(3), 0.0])
 
     def _split_inverse_mass(self, b, count, arm, u):
         """Body b's inverse mass along u at arm times its contacts' shares (0: static or asleep)."""
@@ -535,11 +533,13 @@ class ReferenceEngine(StateMixin):
             if not awake[b]:
                 continue
             for record in records:
-                n, other, arm_i, depth, arm_j, share, mu, tangential, normal = record
+                n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal = record
                 v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
                 v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
                 vn = v_rel @ n
                 allowed = max((slop - depth) / dt, -push_speed)
+                if impact > IMPACT_SPEED:
+                    allowed = min(allowed, -restitution * impact)
                 k_n = self._split_inverse_mass(b, count, arm_i, n)
                 if other >= 0:
                     k_n += self._split_inverse_mass(other, count, arm_j, n)
@@ -557,7 +557,7 @@ class ReferenceEngine(StateMixin):
                 if held > mu * new_normal:
                     new_tangential *= mu * new_normal / held if held > 0 else 0.0
                 j = -(new_normal - normal) * n + (new_tangential - tangential)
-                record[7], record[8] = new_tangential, new_normal
+                record[9], record[10] = new_tangential, new_normal
                 impulse[b] += j
                 moment[b] += np.cross(arm_i, j)
         for b in np.flatnonzero(awake):

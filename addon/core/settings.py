@@ -186,6 +186,7 @@ class ContactParameters:
     damping_ratio: np.ndarray = field(repr=False)  # (M, M) zeta for each material pair
     friction: np.ndarray = field(repr=False)  # (M, M) mu for each material pair
     rolling_friction: np.ndarray = field(repr=False)  # (M, M) rolling resistance for each pair
+    restitution: np.ndarray = field(repr=False)  # (M, M) e for each material pair (the velocity solve)
 
 
 # A body counts as accelerated (awake) when its centre plus its extent times the angular
@@ -282,4 +283,5 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         damping_ratio=damping_ratio_for_restitution(e_pair),
         friction=mu,
         rolling_friction=np.sqrt(np.outer(materials[:, 4], materials[:, 4])),
+        restitution=e_pair,
     )
