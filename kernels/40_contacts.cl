@@ -690,8 +690,6 @@ __kernel void compute_contacts(
     __global uchar *solve_count,             // records per particle
     __global const float *history_impact_in,     // per friction slot: the contact's impact speed
     __global float *history_impact_out,
-    __global const float4 *history_impulse_in,   // per friction slot: the contact's impulses (warm start)
-    __global float4 *history_impulse_out,
     __global const float *pair_restitution)
 {
     int s = get_global_id(0);
@@ -717,8 +715,7 @@ __kernel void compute_contacts(
     float3 torque = (float3)(0.0f);
     float contact_count = 0.0f;
     float solve_share = 0.0f;  // the shares of i's records: the body's count for the solve's mass splitting
-    SolveRecords records = {solve_record + i, history_impact_in + i, history_impact_out + i, history_impulse_in + i,
-                            history_impulse_out + i, pair_restitution};
+    SolveRecords records = {solve_record + i, history_impact_in + i, history_impact_out + i, pair_restitution};
 #if SOLVE_PASSES
     solve_count[i] = 0;
 #endif
@@ -733,7 +730,6 @@ __kernel void compute_contacts(
             history_xi_out[k * history_stride + i] = history_xi_in[k * history_stride + i];
 #if SOLVE_PASSES
             history_impact_out[k * history_stride + i] = history_impact_in[k * history_stride + i];
-            history_impulse_out[k * history_stride + i] = history_impulse_in[k * history_stride + i];
 #endif
         }
     }

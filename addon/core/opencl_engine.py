@@ -68,12 +68,9 @@ STAGES = (
     Stage("30_colliders.cl"),  # planes and triangles: functions compute_contacts calls
     Stage("40_contacts.cl", ("compute_contacts",)),
     Stage("50_bodies.cl", ("integrate_bodies",)),
-    # if solving: warm start, SOLVE_PASSES solve passes, RELAX_PASSES relax passes, each then applied
-    Stage("60_solve.cl", ("warm_start_contacts", "solve_contacts", "relax_contacts", "apply_solve_impulses",
-                          "apply_relax_impulses")),
+    Stage("60_solve.cl", ("solve_contacts", "apply_solve_impulses")),  # SOLVE_PASSES times each, if any
 )
-SOLVE_KERNELS = ("warm_start_contacts", "solve_contacts", "relax_contacts", "apply_solve_impulses",
-                 "apply_relax_impulses")
+SOLVE_KERNELS = ("solve_contacts", "apply_solve_impulses")
 SOLVE_FIELDS = 5  # float4s per contact record: keep equal to 00_common.h's SOLVE_FIELDS
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
@@ -345,8 +342,6 @@ class OpenCLEngine(StateMixin):
         a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
         impacts = np.zeros(particle_count * FRICTION_SLOTS if solving else 4, np.float32)
         self._double_buffer("history_impact_in", "history_impact_out", buffer(impacts), buffer(impacts))
-        impulses = np.zeros((particle_count * FRICTION_SLOTS if solving else 1, 4), np.float32)
-        self._double_buffer("history_impulse_in", "history_impulse_out", buffer(impulses), buffer(impulses))
         # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the H100
         empty_keys = np.full(particle_count * FRICTION_SLOTS, -1, dtype=np.int32)
         self._double_buffer("history_key_in", "history_key_out", buffer(empty_keys), buffer(empty_keys))
@@ -488,17 +483,11 @@ class OpenCLEngine(StateMixin):
             "integrate_bodies": ((_round_up(body_count, BODY_GROUP_SIZE // self.body_lanes) * self.body_lanes,),
                                  (BODY_GROUP_SIZE,)),
             "solve_contacts": (particles, None),
-            "warm_start_contacts": (particles, None),
-            "relax_contacts": (particles, None),
             "apply_solve_impulses": ((_round_up(body_count),), None),
-            "apply_relax_impulses": ((_round_up(body_count),), None),
         }
         # what a substep enqueues, in order: (kernel's two instances, global size, local size, name)
         order = [name for name in LAUNCH_ORDER if name not in SOLVE_KERNELS]
-        if self.solve_passes:
-            order += ["warm_start_contacts", "apply_solve_impulses"]
-            order += ["solve_contacts", "apply_solve_impulses"] * self.solve_passes
-            order += ["relax_contacts", "apply_relax_impulses"] * self.settings.relax_passes
+        order += list(SOLVE_KERNELS) * self.solve_passes
         self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in order]
 
     def _bind(self, names=None):

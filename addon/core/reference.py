@@ -81,8 +81,6 @@ class ReferenceEngine(StateMixin):
         self.solve_passes = self.settings.solve_passes
         # per friction slot: the fastest the contact has closed since it last parted (restitution)
         self.history_impact = np.zeros((m.particle_count, FRICTION_SLOTS))
-        # per friction slot: the contact's impulses at the end of the substep (tangential, normal)
-        self.history_impulse = np.zeros((m.particle_count, FRICTION_SLOTS, 4))
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -364,7 +362,6 @@ class ReferenceEngine(StateMixin):
         contacts = np.zeros(m.body_count)
         self.records = {}  # particle -> its contacts for the velocity solve (_record)
         self.new_history_impact = np.zeros_like(self.history_impact)
-        self.new_history_impulse = np.zeros_like(self.history_impulse)
         for i in np.flatnonzero(self.dynamic):
             b = m.particle_body[i]
             if asleep[b] and self.sleepers_skip() and not self.touched[b]:
@@ -372,7 +369,6 @@ class ReferenceEngine(StateMixin):
                 new_key[i], new_xi[i] = self.history_key[i], self.history_xi[i]
                 new_permitted[i] = self.history_permitted[i]
                 self.new_history_impact[i] = self.history_impact[i]
-                self.new_history_impulse[i] = self.history_impulse[i]
                 continue
             omega_i = state.angular_velocity[b]
             slots_in = (self.history_key[i], self.history_xi[i])
@@ -430,14 +426,9 @@ class ReferenceEngine(StateMixin):
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         self.colliders.tau += dt
         self._integrate(force, torque, offset_world)
-        if self.solve_passes:
-            self._solve("warm")
-            for _ in range(self.solve_passes):
-                self._solve("solve")
-            for _ in range(self.settings.relax_passes):
-                self._solve("relax")
+        for _ in range(self.solve_passes):
+            self._solve()
         self.history_impact = self.new_history_impact
-        self.history_impulse = self.new_history_impulse
         self.touched = touched_next
         self.time += dt
         self.substeps_done += 1
@@ -507,17 +498,11 @@ class ReferenceEngine(StateMixin):
         old = self._history_slot(slots_in[0], key)
         impact = max(closing, 0.0 if old is None else self.history_impact[i, old]) if closing > 0 else 0.0
         self.new_history_impact[i, slot] = impact
-        warm = np.zeros(4)
-        if old is not None:
-            warm = self.history_impulse[i, old].copy()
-            warm[:3] -= (warm[:3] @ n) * n  # friction in the contact's tangent plane now
-        self.new_history_impulse[i, slot] = warm
         material_i = self.model.body_material[self.model.particle_body[i]]
         self.records.setdefault(int(i), []).append(
             [np.asarray(n, float), int(other), np.asarray(arm_i, float), float(depth), np.asarray(arm_j, float),
              float(share), float(self.params.friction[material_i, material_j]),
-             float(self.params.restitution[material_i, material_j]), float(impact), warm[:3], float(warm[3]),
-             int(slot)])
+             float(self.params.restitution[material_i, material_j]), float(impact), np.zeros(3), 0.0])
 
     def _split_inverse_mass(self, b, count, arm, u):
         """Body b's inverse mass along u at arm times its contacts' shares (0: static or asleep)."""
@@ -527,11 +512,9 @@ class ReferenceEngine(StateMixin):
         c = np.cross(arm, u)
         return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
 
-    def _solve(self, kind):
-        """One Jacobi pass (60_solve.cl solve_particle_contacts, apply_body_impulses): "warm", the
-        impulses the contacts start with; "solve", every contact's impulse from the bodies' velocities
-        now; "relax", the same without the push-out; then every body's sum of them applied to its
-        momenta and velocities, and but for "relax" to its pose."""
+    def _solve(self):
+        """One Jacobi pass: every contact's impulse from the bodies' velocities now (solve_contacts),
+        then every body's sum of them applied to its momenta, velocities and pose (apply_solve_impulses)."""
         m = self.model
         dt = self.params.substep
         slop = self.settings.solve_slop * m.particle_radius
@@ -550,17 +533,11 @@ class ReferenceEngine(StateMixin):
             if not awake[b]:
                 continue
             for record in records:
-                n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot = record
-                if kind == "warm":
-                    j = -normal * n + tangential
-                    impulse[b] += j
-                    moment[b] += np.cross(arm_i, j)
-                    continue
+                n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal = record
                 v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
                 v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
                 vn = v_rel @ n
-                allowed = (slop - depth) / dt
-                allowed = max(allowed, 0.0) if kind == "relax" else max(allowed, -push_speed)
+                allowed = max((slop - depth) / dt, -push_speed)
                 if impact > IMPACT_SPEED:
                     allowed = min(allowed, -restitution * impact)
                 k_n = self._split_inverse_mass(b, count, arm_i, n)
@@ -581,7 +558,6 @@ class ReferenceEngine(StateMixin):
                     new_tangential *= mu * new_normal / held if held > 0 else 0.0
                 j = -(new_normal - normal) * n + (new_tangential - tangential)
                 record[9], record[10] = new_tangential, new_normal
-                self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
                 impulse[b] += j
                 moment[b] += np.cross(arm_i, j)
         for b in np.flatnonzero(awake):
@@ -589,11 +565,10 @@ class ReferenceEngine(StateMixin):
                 continue
             self.P[b] += impulse[b]
             self.L[b] += moment[b]
-            if kind != "relax":
-                self.x[b] += impulse[b] / m.body_mass[b] * dt
-                turn = 0.5 * dt * (self._omega(b) - omega[b])
-                q = self.q[b] + quaternion_multiply(np.concatenate([[0.0], turn]), self.q[b])
-                self.q[b] = q / np.linalg.norm(q)
+            self.x[b] += impulse[b] / m.body_mass[b] * dt
+            turn = 0.5 * dt * (self._omega(b) - omega[b])
+            q = self.q[b] + quaternion_multiply(np.concatenate([[0.0], turn]), self.q[b])
+            self.q[b] = q / np.linalg.norm(q)
 
     def _integrate(self, force, torque, offset_world):
         m = self.model

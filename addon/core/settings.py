@@ -92,7 +92,6 @@ class SimulationSettings:
     # it stops closing (fraction of the particle radius: at 0.05 the 1000-cube pile avalanches by
     # 10 s, E13) and how fast the solve pushes a deeper one out (m/s).
     solve_passes: int | None = None
-    relax_passes: int = 1
     solve_slop: float = 0.01
     solve_push_speed: float = 0.5
 
