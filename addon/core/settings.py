@@ -43,24 +43,12 @@ FRICTION_SLOTS = 8
 # cubes at 0.2. 0.9 leaves a single face at restitution 0 (0.84) untouched.
 DAMPING_LIMIT = 0.9
 CONTACT_GEOMETRIES = ("particles", "sdf", "voxels")
-# A contact closing faster than IMPACT_SPEED (m/s; Box2D's restitution threshold) is an impact: the
-# velocity solve (kernels/60_solve.cl) leaves it to the contact law, whose dashpot gives the
-# restitution, until it closes slower than IMPACT_END_SPEED (by then it has given back nearly all
-# the energy it will; waiting for it to part left loaded contacts that keep closing slowly, in a
-# pile, to their springs: 6 cm deep corners).
-IMPACT_SPEED = 1.0
-IMPACT_END_SPEED = 0.1
-# The stiffness target each contact geometry defaults to. Voxel contacts get their stiffness from
-# the velocity solve (DEFAULT_SOLVE_PASSES): with springs alone they stand a pile like Newton's and
-# Bullet's boxes only 16x stiffer (4x the substeps; at 0.05 the 1000-cube pile holds for 5 s and
-# then avalanches), and even then a quarter of it still rocks at 5 s and loaded corners sink 2 cm
-# (docs/experiments/contact-solve.md, E12, E13). Particle contacts gain nothing from stiffness:
-# their piles flow at any (E4, E10).
-DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05}
-# Jacobi passes of the velocity solve each contact geometry defaults to (voxel contacts only): two
-# leave 78 % of the 1000-cube pile at rest at 5 s, four 83-90 % (E13).
-DEFAULT_SOLVE_PASSES = {"particles": 0, "sdf": 0, "voxels": 4}
-MAX_SOLVE_PASSES = 64
+# The stiffness target each contact geometry defaults to. Voxel contacts stand a pile like Newton's
+# and Bullet's boxes only with contacts 16x stiffer (4x the substeps): at 0.05 the 1000-cube pile
+# holds for 5 s and then avalanches, at 0.0125 its deepest corner sinks 1.4 cm, at 0.05 / 16 it
+# meets the pile figures (docs/experiments/contact-solve.md, E12). Particle contacts gain nothing
+# from it: their piles flow at any stiffness (E4, E10).
+DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05 / 16}
 
 
 @dataclass
@@ -87,13 +75,6 @@ class SimulationSettings:
     # "voxels", two bodies' whole voxels meet box against box (core.voxel_pairs): flat faces and
     # sharp edges between bodies, piles that stand like Newton's and Bullet's boxes (E11, E12).
     contact_geometry: str = "particles"
-    # Rigid Voxels only: Jacobi passes of a velocity solve over the contacts after each substep
-    # (kernels/60_solve.cl; 0: none; None: DEFAULT_SOLVE_PASSES), how deep a contact may go before
-    # it stops closing (fraction of the particle radius: at 0.05 the 1000-cube pile avalanches by
-    # 10 s, E13) and how fast the solve pushes a deeper one out (m/s).
-    solve_passes: int | None = None
-    solve_slop: float = 0.01
-    solve_push_speed: float = 0.5
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
@@ -104,20 +85,6 @@ class SimulationSettings:
                              f"got {self.contact_geometry!r}")
         if self.target_penetration is None:
             self.target_penetration = DEFAULT_TARGET_PENETRATION[self.contact_geometry]
-        if self.solve_passes is None:
-            self.solve_passes = DEFAULT_SOLVE_PASSES[self.contact_geometry]
-        if isinstance(self.solve_passes, bool) or int(self.solve_passes) != self.solve_passes \
-                or not 0 <= self.solve_passes <= MAX_SOLVE_PASSES:
-            raise ValueError(f"solve passes must be a whole number from 0 to {MAX_SOLVE_PASSES}, "
-                             f"got {self.solve_passes!r}")
-        self.solve_passes = int(self.solve_passes)
-        if self.solve_passes and self.contact_geometry != "voxels":
-            raise ValueError(f"the velocity solve needs Rigid Voxels contacts (contact geometry 'voxels'), "
-                             f"got {self.contact_geometry!r} with {self.solve_passes} solve passes")
-        if not (0 < self.solve_slop <= 1):
-            raise ValueError(f"solve slop must be in (0, 1], got {self.solve_slop}")
-        if not (self.solve_push_speed > 0 and math.isfinite(self.solve_push_speed)):
-            raise ValueError(f"solve push speed must be positive, got {self.solve_push_speed}")
         if not (0 < self.target_penetration <= 1):
             raise ValueError(f"target penetration must be in (0, 1], got {self.target_penetration}")
         for name in ("load_height", "stiffness", "substep"):
@@ -186,7 +153,6 @@ class ContactParameters:
     damping_ratio: np.ndarray = field(repr=False)  # (M, M) zeta for each material pair
     friction: np.ndarray = field(repr=False)  # (M, M) mu for each material pair
     rolling_friction: np.ndarray = field(repr=False)  # (M, M) rolling resistance for each pair
-    restitution: np.ndarray = field(repr=False)  # (M, M) e for each material pair (the velocity solve)
 
 
 # A body counts as accelerated (awake) when its centre plus its extent times the angular
@@ -283,5 +249,4 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         damping_ratio=damping_ratio_for_restitution(e_pair),
         friction=mu,
         rolling_friction=np.sqrt(np.outer(materials[:, 4], materials[:, 4])),
-        restitution=e_pair,
     )
