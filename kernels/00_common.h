@@ -205,6 +205,52 @@ inline int history_slot(const int *old_key, int key)
     return -1;
 }
 
+// ---------------------------------------------------------------------------------------------
+// Contact records for the velocity solve (SOLVE_PASSES > 0, kernels/60_solve.cl): each contact that
+// took friction slot k of particle i is described at solve_record[(k * SOLVE_FIELDS + f) * stride + i]:
+// f 0: (normal from i towards the other side, the other body or STATIC_BODY or NO_RECORD),
+// f 1: (arm from i's body centre to the contact point, depth), f 2: (arm from the other body's
+// centre, or a static side's velocity at the point; share), f 3: the accumulated impulses
+// (tangential xyz, normal), starting from those it ended its last substep with (kept in the friction
+// history's slot, history_impulse), f 4: (friction coefficient, restitution, impact speed, 0).
+// The impact speed is the fastest the contact has closed since it last parted (kept in the friction
+// history's slot, history_impact): an impact faster than IMPACT_SPEED parts at its restitution
+// times that speed.
+#define SOLVE_FIELDS 5
+#define NO_RECORD (-3)
+
+typedef struct {
+    __global float4 *record;             // solve_record + i
+    __global const float *impact_in;     // history_impact_in + i
+    __global float *impact_out;          // history_impact_out + i
+    __global const float4 *impulse_in;   // history_impulse_in + i
+    __global float4 *impulse_out;        // history_impulse_out + i
+    __global const float *pair_restitution;
+} SolveRecords;
+
+// The record of the contact that took slot `slot` of particle i (history key `key`, closing at
+// `closing` m/s; materials mat_i, mat_j).
+inline void write_solve_record(SolveRecords sr, const int *old_key, int key, int stride, int slot, float3 n,
+                               int other, float3 arm_i, float depth, float3 arm_j, float share, float mu,
+                               int mat_i, int mat_j, float closing)
+{
+    int old = history_slot(old_key, key);
+    float impact = (closing > 0.0f) ? fmax(closing, (old >= 0) ? sr.impact_in[old * stride] : 0.0f) : 0.0f;
+    sr.impact_out[slot * stride] = impact;
+    float4 warm = (float4)(0.0f);
+    if (old >= 0) {
+        warm = sr.impulse_in[old * stride] * WARM_START_FRACTION;
+        warm.xyz -= dot(warm.xyz, n) * n;  // friction in the contact's tangent plane now
+    }
+    sr.impulse_out[slot * stride] = warm;
+    __global float4 *r = sr.record + slot * SOLVE_FIELDS * stride;
+    r[0] = (float4)(n, as_float(other));
+    r[stride] = (float4)(arm_i, depth);
+    r[2 * stride] = (float4)(arm_j, share);
+    r[3 * stride] = warm;
+    r[4 * stride] = (float4)(mu, sr.pair_restitution[mat_i * MATERIAL_COUNT + mat_j], impact, 0.0f);
+}
+
 // One contact seen from particle i (see contact_law). Adds to force/torque (about i's centre)
 // and records the friction spring in the next free slot. Mirrors ReferenceEngine._contact.
 // Slot s of the friction history is at old_xi[s * stride] (see particle_contacts for the layouts).

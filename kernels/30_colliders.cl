@@ -111,7 +111,7 @@ inline void collider_contacts(
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used,
     __global const float *particle_corner_reach, __global const float4 *body_orientation,
-    __global const float4 *body_lattice,
+    __global const float4 *body_lattice, float3 r_i, SolveRecords solve_records, float *solve_share,
     float3 *force, float3 *torque)
 {
     const int plane_count = colliders.plane_count;
@@ -140,10 +140,20 @@ inline void collider_contacts(
         float3 arm;
         float depth = voxel_support(-normal, corners.reach, corners.lattice, cc.radius, &arm);
         if (height < depth) {
+            int before = *slots_used;
             add_contact(cc, -2 - g, -normal, arm, depth - height, v_i, w_i, (float3)(0.0f), (float3)(0.0f),
                         mass_i, (float2)(0.0f), mat_i, plane_material[g],
                         pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                         new_key, new_xi, slots_used, force, torque);
+#if SOLVE_PASSES
+            if (*slots_used > before) {
+                write_solve_record(solve_records, old_key, -2 - g, stride, before, -normal, STATIC_BODY, r_i + arm,
+                                   depth - height, (float3)(0.0f), 1.0f,
+                                   pair_friction[mat_i * MATERIAL_COUNT + plane_material[g]], mat_i,
+                                   plane_material[g], dot(v_i + cross(w_i, arm), -normal));
+                *solve_share += 1.0f;
+            }
+#endif
         }
     }
     // triangles: pass 0 takes face contacts; pass 1, only if there were none, edge and vertex
@@ -210,10 +220,20 @@ inline void collider_contacts(
                 }
                 float3 v_tri = bary.x * collider_velocity[tv.x].xyz + bary.y * collider_velocity[tv.y].xyz
                              + bary.z * collider_velocity[tv.z].xyz;
+                int before = *slots_used;
                 add_contact(cc, -2 - plane_count - t, n, arm, depth - dist, v_i, w_i, v_tri, (float3)(0.0f),
                             mass_i, (float2)(0.0f), mat_i, tv.w,
                             pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                             new_key, new_xi, slots_used, force, torque);
+#if SOLVE_PASSES
+                if (*slots_used > before) {
+                    write_solve_record(solve_records, old_key, -2 - plane_count - t, stride, before, n, STATIC_BODY,
+                                       r_i + arm, depth - dist, v_tri, 1.0f,
+                                       pair_friction[mat_i * MATERIAL_COUNT + tv.w], mat_i, tv.w,
+                                       dot(v_i + cross(w_i, arm) - v_tri, n));
+                    *solve_share += 1.0f;
+                }
+#endif
             }
         }
     }

@@ -368,8 +368,8 @@ inline bool voxel_pair_contact(
     __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
-    __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust, float3 *force,
-    float3 *torque)
+    __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust,
+    SolveRecords solve_records, float *solve_share, float3 *force, float3 *torque)
 {
     float3 A[3], B[3];
     lattice_axes(body_i, vx, A);
@@ -411,6 +411,13 @@ inline bool voxel_pair_contact(
         // the damping cap counts a body's contacts: a pair counts for its share (four quarter pairs
         // under a voxel offset by half a voxel are one contact, as the same voxel face on face)
         *count_adjust += share - 1.0f;
+#if SOLVE_PASSES
+        write_solve_record(solve_records, old_key, j, stride, before, n, body_j, point - ns.body_position[body_i].xyz,
+                           depth, point - ns.body_position[body_j].xyz, share,
+                           pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], mat_i,
+                           ns.particle_material[j], closing);
+        *solve_share += share;
+#endif
     }
     *force += share * f;
     *torque += share * t;
@@ -425,7 +432,7 @@ inline void particle_pair_contact(
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust,
-    __global int *body_touched_out, float3 *force, float3 *torque)
+    __global int *body_touched_out, SolveRecords solve_records, float *solve_share, float3 *force, float3 *torque)
 {
     float dist = sqrt(dist2);
     if (dist <= 1e-9f * cc.radius) return;
@@ -437,7 +444,7 @@ inline void particle_pair_contact(
         bool touching = voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx,
                                            body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling,
                                            old_key, old_xi, stride, new_key, new_xi, slots_used, count_adjust,
-                                           force, torque);
+                                           solve_records, solve_share, force, torque);
         if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
         return;
     }
@@ -454,10 +461,15 @@ inline void particle_pair_contact(
     // both sides act at the one point halfway between the centres, so the pair's forces are equal,
     // opposite and on one line: with friction the pair then keeps its angular momentum (at r n from
     // each centre the two points lie the overlap apart and the friction forces make a couple)
+    int before = *slots_used;
     add_contact(cc, j, n, 0.5f * dist * n, 2.0f * cc.radius - dist, v_i, w_i, v_j, w_j,
                 mass_i, contact_mass(body_j, body_contact_mass), mat_i, ns.particle_material[j],
                 pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                 new_key, new_xi, slots_used, force, torque);
+#if SOLVE_PASSES
+    // sphere against sphere is left to the contact law
+    if (*slots_used > before) solve_records.record[before * SOLVE_FIELDS * stride] = (float4)(n, as_float(NO_RECORD));
+#endif
 }
 
 // All contacts of particle i (bucket slot s, body b, world offset r from the body's centre,
@@ -482,7 +494,8 @@ inline void particle_contacts(
     bool asleep_i, __global int *body_touched_out,
     __global const float *particle_corner_reach, __global const uchar *particle_faces,
     __global const float4 *body_orientation, __global const float4 *body_lattice, BodyFields fields, int key_base,
-    float3 *body_force, float3 *body_torque, float *contact_count)
+    SolveRecords solve_records, float *solve_share, __global uchar *solve_count, float3 *body_force,
+    float3 *body_torque, float *contact_count)
 {
     float diameter = 2.0f * cc.radius;
 #if VOXEL_CONTACTS
@@ -564,7 +577,8 @@ inline void particle_contacts(
                 particle_pair_contact((int)k, other.xyz, delta, dist2, body_j, i, body_i, v_i, w_i, mass_i, mat_i,
                                       asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                       pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                                      &slots_used, &count_adjust, body_touched_out, &force, &torque);
+                                      &slots_used, &count_adjust, body_touched_out, solve_records, solve_share,
+                                      &force, &torque);
             }
         }
         // more than NEIGHBOUR_SLOTS: this particle searches every substep until the next rebuild
@@ -593,16 +607,20 @@ inline void particle_contacts(
             particle_pair_contact(k, other.xyz, delta, dist2, as_int(other.w), i, body_i, v_i, w_i, mass_i, mat_i,
                                   asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                   pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                                  &slots_used, &count_adjust, body_touched_out, &force, &torque);
+                                  &slots_used, &count_adjust, body_touched_out, solve_records, solve_share,
+                                  &force, &torque);
         }
     }
     if (!with_contacts) return;
     collider_contacts(i, body_i, p_i, v_i, w_i, mass_i, mat_i, cc, colliders, pair_damping_ratio, pair_friction,
                       pair_rolling, old_key, old_xi, stride, new_key, new_xi, &slots_used, particle_corner_reach,
-                      body_orientation, body_lattice, &force, &torque);
+                      body_orientation, body_lattice, r_i, solve_records, solve_share, &force, &torque);
     if (slots_used < FRICTION_SLOTS) new_key[slots_used * stride] = EMPTY_SLOT;
     // contacts beyond FRICTION_SLOTS are not counted
     *contact_count = (float)slots_used + count_adjust;
+#if SOLVE_PASSES
+    *solve_count = (uchar)slots_used;
+#endif
     *body_force += force;
     // torque about the body's centre of mass (eq. 5.22 plus the contacts' own couples)
     *body_torque += cross(r_i, force) + torque;
@@ -667,7 +685,14 @@ __kernel void compute_contacts(
     __global const float4 *body_sdf_frame,
     __global const float4 *shape_origin,
     __global const int4 *shape_dims,
-    __global const float *shape_field)
+    __global const float *shape_field,
+    __global float4 *solve_record,           // contact records for the velocity solve (SOLVE_PASSES)
+    __global uchar *solve_count,             // records per particle
+    __global const float *history_impact_in,     // per friction slot: the contact's impact speed
+    __global float *history_impact_out,
+    __global const float4 *history_impulse_in,   // per friction slot: the contact's impulses (warm start)
+    __global float4 *history_impulse_out,
+    __global const float *pair_restitution)
 {
     int s = get_global_id(0);
     if (s >= particle_count) return;
@@ -691,6 +716,12 @@ __kernel void compute_contacts(
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
     float contact_count = 0.0f;
+    float solve_share = 0.0f;  // the shares of i's records: the body's count for the solve's mass splitting
+    SolveRecords records = {solve_record + i, history_impact_in + i, history_impact_out + i, history_impulse_in + i,
+                            history_impulse_out + i, pair_restitution};
+#if SOLVE_PASSES
+    solve_count[i] = 0;
+#endif
     bool with_contacts = !(asleep_i && sleep.w > 0.0f && !body_touched_in[body_i]);
     if (!with_contacts) {
         // a sleeping body nothing awake touched: no contacts to compute (what makes settled
@@ -700,6 +731,10 @@ __kernel void compute_contacts(
             history_key_out[k * history_stride + i] = key;
             if (key == EMPTY_SLOT) break;
             history_xi_out[k * history_stride + i] = history_xi_in[k * history_stride + i];
+#if SOLVE_PASSES
+            history_impact_out[k * history_stride + i] = history_impact_in[k * history_stride + i];
+            history_impulse_out[k * history_stride + i] = history_impulse_in[k * history_stride + i];
+#endif
         }
     }
     if (with_contacts || rebuilding) {
@@ -709,13 +744,14 @@ __kernel void compute_contacts(
                           history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out,
                           rebuilding, with_contacts, neighbour_reach2, neighbour_count, neighbour_list + s, asleep_i,
                           body_touched_out, particle_corner_reach, particle_faces, body_orientation, body_lattice,
-                          fields, particle_count, &force, &torque, &contact_count);
+                          fields, particle_count, records, &solve_share, solve_count + i, &force, &torque,
+                          &contact_count);
     }
     // most particles touch nothing (free fall, a pile's inside): a byte instead of 32
     bool has_force = contact_count > 0 || any(force != 0.0f) || any(torque != 0.0f);
     particle_has_force[i] = has_force;
     if (has_force) {
         particle_force[i] = (float4)(force, contact_count);  // .w: contacts, for the body
-        particle_torque[i] = (float4)(torque, 0.0f);
+        particle_torque[i] = (float4)(torque, solve_share);  // .w: the solve's count, for the body
     }
 }

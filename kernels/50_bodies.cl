@@ -120,19 +120,20 @@ void integrate_bodies(
     __global const int *rebuild,
     __global int *next_rebuild,
     const float rebuild_distance,      // 0.45 skin: a little under half, for rounding
-    __global float2 *body_contact_mass)  // .y written: mass per contact of this substep
+    __global float2 *body_contact_mass,  // .y written: mass per contact of this substep
+    __global float *body_solve_count)    // written: the shares of the body's contact records (SOLVE_PASSES)
 {
     int lid = get_local_id(0);
     int lane = lid % BODY_LANES;
     int b = get_group_id(0) * BODIES_PER_GROUP + lid / BODY_LANES;
     float4 force = (float4)(0.0f);  // .w: contacts
-    float3 torque = (float3)(0.0f);
+    float4 torque = (float4)(0.0f);  // .w: the solve's count
     if (b < body_count) {
         int end = body_first_particle[b] + body_particle_count[b];
         for (int i = body_first_particle[b] + lane; i < end; i += BODY_LANES) {
             if (!particle_has_force[i]) continue;
             force += particle_force[i];
-            torque += particle_torque[i].xyz;
+            torque += particle_torque[i];
         }
     }
 #if BODY_LANES > 1
@@ -140,7 +141,7 @@ void integrate_bodies(
     __local float4 sum_force[BODY_GROUP_SIZE];
     __local float4 sum_torque[BODY_GROUP_SIZE];
     sum_force[lid] = force;
-    sum_torque[lid] = (float4)(torque, 0.0f);
+    sum_torque[lid] = torque;
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int stride = BODY_LANES / 2; stride > 0; stride >>= 1) {
         if (lane < stride) {
@@ -150,7 +151,7 @@ void integrate_bodies(
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     force = sum_force[lid];
-    torque = sum_torque[lid].xyz;
+    torque = sum_torque[lid];
 #endif
     if (lane != 0 || b >= body_count) return;
     float2 contact = body_contact_mass[b];
@@ -161,6 +162,9 @@ void integrate_bodies(
                        body_angular_velocity, build_position, build_orientation};
     bool touched = body_touched_in[b] != 0;
     body_touched_in[b] = 0;
-    integrate_body(b, force.xyz, torque, substep, gravity.xyz, terminal_speed, sleep, touched, *rebuild != 0,
+#if SOLVE_PASSES
+    body_solve_count[b] = torque.w;
+#endif
+    integrate_body(b, force.xyz, torque.xyz, substep, gravity.xyz, terminal_speed, sleep, touched, *rebuild != 0,
                    rebuild_distance, next_rebuild, body);
 }

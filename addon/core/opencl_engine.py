@@ -41,8 +41,8 @@ from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
-                       SimulationSettings, derive_contact_parameters)
+from .settings import (DAMPING_LIMIT, DEFAULT_SOLVE_PASSES, FRICTION_SLOTS, IMPACT_SPEED, WARM_START_FRACTION,
+                       ROLLING_REGULARIZATION, ROTATION_SWEEPS, SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, collider_reach
 
@@ -68,7 +68,13 @@ STAGES = (
     Stage("30_colliders.cl"),  # planes and triangles: functions compute_contacts calls
     Stage("40_contacts.cl", ("compute_contacts",)),
     Stage("50_bodies.cl", ("integrate_bodies",)),
+    # if solving: warm start, SOLVE_PASSES solve passes, RELAX_PASSES relax passes, each then applied
+    Stage("60_solve.cl", ("warm_start_contacts", "solve_contacts", "relax_contacts", "apply_solve_impulses",
+                          "apply_relax_impulses")),
 )
+SOLVE_KERNELS = ("warm_start_contacts", "solve_contacts", "relax_contacts", "apply_solve_impulses",
+                 "apply_relax_impulses")
+SOLVE_FIELDS = 5  # float4s per contact record: keep equal to 00_common.h's SOLVE_FIELDS
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
 
@@ -133,7 +139,14 @@ def bytes_per_particle(contact_geometry: str | None = None) -> int:
     """Device bytes per particle with this contact geometry (settings.CONTACT_GEOMETRIES); None: the largest."""
     slots = {"particles": NEIGHBOUR_SLOTS, "sdf": SDF_NEIGHBOUR_SLOTS, "voxels": VOXEL_NEIGHBOUR_SLOTS}.get(
         contact_geometry, max(NEIGHBOUR_SLOTS, SDF_NEIGHBOUR_SLOTS, VOXEL_NEIGHBOUR_SLOTS))
-    return _BYTES_PER_PARTICLE_BUT_LISTS + 1 + 4 * (slots + 1)
+    return _BYTES_PER_PARTICLE_BUT_LISTS + 1 + 4 * (slots + 1) + solve_bytes_per_particle(contact_geometry)
+
+
+def solve_bytes_per_particle(contact_geometry: str | None = None) -> int:
+    """Device bytes per particle of the velocity solve (its records, the impacts' history, the passes'
+    impulses, the record count) when the geometry solves by default; None: the largest."""
+    solves = DEFAULT_SOLVE_PASSES.get(contact_geometry, max(DEFAULT_SOLVE_PASSES.values())) > 0
+    return (SOLVE_FIELDS * 16 * FRICTION_SLOTS + 2 * 4 * FRICTION_SLOTS + 2 * 16 + 1) if solves else 0
 
 
 def estimate_device_memory(particle_count: int, body_count: int, contact_geometry: str | None = None) -> int:
@@ -208,6 +221,8 @@ class OpenCLEngine(StateMixin):
         self.substeps_done = 0
         self.sdf_contacts = self.settings.contact_geometry == "sdf"
         self.voxel_contacts = self.settings.contact_geometry == "voxels"
+        # the velocity solve over the contacts' records (kernels/60_solve.cl): voxel contacts only
+        self.solve_passes = self.settings.solve_passes
         geometry = self.settings.contact_geometry
         if neighbour_skin is None:
             neighbour_skin = {"sdf": SDF_NEIGHBOUR_SKIN, "voxels": VOXEL_NEIGHBOUR_SKIN}.get(geometry, NEIGHBOUR_SKIN)
@@ -245,6 +260,8 @@ class OpenCLEngine(StateMixin):
                    f"-DFACE_COMPONENT_FRACTION={FACE_COMPONENT_FRACTION!r}f",
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
+                   f"-DSOLVE_PASSES={self.solve_passes}", f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
+                   f"-DWARM_START_FRACTION={WARM_START_FRACTION!r}f",
                    "-cl-denorms-are-zero"]
         source = program_source()
         self.program = cl.Program(self.context, source).build(options=options)
@@ -319,6 +336,17 @@ class OpenCLEngine(StateMixin):
         a["particle_force"] = buffer(nbytes=16 * particle_count)
         a["particle_torque"] = buffer(nbytes=16 * particle_count)
         a["particle_has_force"] = buffer(nbytes=particle_count)
+        solving = self.solve_passes > 0
+        a["solve_record"] = buffer(nbytes=16 * SOLVE_FIELDS * FRICTION_SLOTS * particle_count if solving else 16)
+        a["solve_count"] = buffer(np.zeros(particle_count if solving else 4, np.uint8))
+        a["solve_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
+        a["solve_angular_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
+        a["body_solve_count"] = buffer(nbytes=4 * body_count if solving else 16)
+        a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
+        impacts = np.zeros(particle_count * FRICTION_SLOTS if solving else 4, np.float32)
+        self._double_buffer("history_impact_in", "history_impact_out", buffer(impacts), buffer(impacts))
+        impulses = np.zeros((particle_count * FRICTION_SLOTS if solving else 1, 4), np.float32)
+        self._double_buffer("history_impulse_in", "history_impulse_out", buffer(impulses), buffer(impulses))
         # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the H100
         empty_keys = np.full(particle_count * FRICTION_SLOTS, -1, dtype=np.int32)
         self._double_buffer("history_key_in", "history_key_out", buffer(empty_keys), buffer(empty_keys))
@@ -441,6 +469,8 @@ class OpenCLEngine(StateMixin):
             neighbour_reach2=np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2),
             # REBUILD_FRACTION: a little under half, for rounding
             rebuild_distance=np.float32(self.rebuild_fraction * diameter * self.neighbour_skin),
+            solve_constants=np.array([self.settings.solve_slop * pr.radius, self.settings.solve_push_speed, 0, 0],
+                                     dtype=np.float32),
         )
         self._bind()
         particles = (_round_up(particle_count),)
@@ -457,9 +487,19 @@ class OpenCLEngine(StateMixin):
             "compute_contacts": (particles, (64,)),
             "integrate_bodies": ((_round_up(body_count, BODY_GROUP_SIZE // self.body_lanes) * self.body_lanes,),
                                  (BODY_GROUP_SIZE,)),
+            "solve_contacts": (particles, None),
+            "warm_start_contacts": (particles, None),
+            "relax_contacts": (particles, None),
+            "apply_solve_impulses": ((_round_up(body_count),), None),
+            "apply_relax_impulses": ((_round_up(body_count),), None),
         }
         # what a substep enqueues, in order: (kernel's two instances, global size, local size, name)
-        self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in LAUNCH_ORDER]
+        order = [name for name in LAUNCH_ORDER if name not in SOLVE_KERNELS]
+        if self.solve_passes:
+            order += ["warm_start_contacts", "apply_solve_impulses"]
+            order += ["solve_contacts", "apply_solve_impulses"] * self.solve_passes
+            order += ["relax_contacts", "apply_relax_impulses"] * self.settings.relax_passes
+        self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in order]
 
     def _bind(self, names=None):
         """Set the kernels' arguments named ``names`` (all by default) from the table."""

@@ -14,6 +14,8 @@ One substep (seed ch. 5-6, with friction and restitution added):
  3. per body: F = sum f + M g, T = sum (r x f + tau); P += F dt, L += T dt, damping, terminal speed
  4. x += v dt; q by the implicit-midpoint / Cayley rotation step (``_rotation_step``, 00_common.h
     rotation_step); w = R I^-1 R^T L (3-4: ``_integrate``, 50_bodies.cl integrate_bodies)
+ 5. voxel contacts with ``solve_passes``: Jacobi passes of a velocity solve over the contacts of
+    step 2 (``_solve``, 60_solve.cl)
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ from .voxel_pairs import (PUSH_OUT_SPEED, VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, e
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+                       WARM_START_FRACTION,
                        SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
@@ -76,6 +79,11 @@ class ReferenceEngine(StateMixin):
         self.voxels = self.settings.contact_geometry == "voxels"
         self.faces = exposed_faces(m) if self.voxels else None
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
+        self.solve_passes = self.settings.solve_passes
+        # per friction slot: the fastest the contact has closed since it last parted (restitution)
+        self.history_impact = np.zeros((m.particle_count, FRICTION_SLOTS))
+        # per friction slot: the contact's impulses at the end of the substep (tangential, normal)
+        self.history_impulse = np.zeros((m.particle_count, FRICTION_SLOTS, 4))
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -331,6 +339,8 @@ class ReferenceEngine(StateMixin):
             slots_out[4][before] = permitted
             # the damping cap counts the pair for its share (40_contacts.cl voxel_pair_contact)
             slots_out[3] += share - 1.0
+            self._record(i, before, slots_in, j, n, bj, point - self.x[b], depth, point - self.x[bj], share,
+                         self._particle_material(j), closing)
         force[i] += share * f
         torque[i] += share * t
 
@@ -353,12 +363,17 @@ class ReferenceEngine(StateMixin):
         asleep = self._is_asleep(self.quiet)
         touched_next = np.zeros(m.body_count, dtype=bool)
         contacts = np.zeros(m.body_count)
+        self.records = {}  # particle -> its contacts for the velocity solve (_record)
+        self.new_history_impact = np.zeros_like(self.history_impact)
+        self.new_history_impulse = np.zeros_like(self.history_impulse)
         for i in np.flatnonzero(self.dynamic):
             b = m.particle_body[i]
             if asleep[b] and self.sleepers_skip() and not self.touched[b]:
                 # a sleeping body nothing awake touched: no contacts, friction springs carry over
                 new_key[i], new_xi[i] = self.history_key[i], self.history_xi[i]
                 new_permitted[i] = self.history_permitted[i]
+                self.new_history_impact[i] = self.history_impact[i]
+                self.new_history_impulse[i] = self.history_impulse[i]
                 continue
             omega_i = state.angular_velocity[b]
             slots_in = (self.history_key[i], self.history_xi[i])
@@ -399,22 +414,37 @@ class ReferenceEngine(StateMixin):
                 height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
                 depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r)
                 if height < depth:
+                    before = slots_out[2]
                     f, t = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i], omega_i,
                                          zero, zero, m.plane_material[g], None, slots_in, slots_out)
+                    if slots_out[2] > before:
+                        self._record(i, before, slots_in, plane_key(g), -m.plane_normal[g], STATIC_BODY,
+                                     offset_world[i] + arm, depth - height, zero, 1.0, m.plane_material[g],
+                                     (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g])
                     force[i] += f
                     torque[i] += t
-            self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, slots_in, slots_out, force, torque)
+            self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, slots_in, slots_out, force, torque,
+                                    offset_world[i])
             # as the kernel: contacts beyond FRICTION_SLOTS not counted, voxel pairs for their share
             contacts[b] += slots_out[2] + slots_out[3]
         self.history_key, self.history_xi, self.history_permitted = new_key, new_xi, new_permitted
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         self.colliders.tau += dt
         self._integrate(force, torque, offset_world)
+        if self.solve_passes:
+            self._solve("warm")
+            for _ in range(self.solve_passes):
+                self._solve("solve")
+            for _ in range(self.settings.relax_passes):
+                self._solve("relax")
+        self.history_impact = self.new_history_impact
+        self.history_impulse = self.new_history_impulse
         self.touched = touched_next
         self.time += dt
         self.substeps_done += 1
 
-    def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, slots_in, slots_out, force, torque):
+    def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, slots_in, slots_out, force, torque,
+                           offset_i):
         """Face contacts (of the voxel, see voxel_corners); or, only if there are none, each distinct
         edge/vertex contact of the particle's sphere once."""
         m = self.model
@@ -456,10 +486,115 @@ class ReferenceEngine(StateMixin):
                 else:
                     face_contacts += 1
                 v_tri = bary @ velocities[tri]
+                before = slots_out[2]
                 f, tq = self._contact(i, -2 - m.plane_count - int(t), n, arm, depth - dist, vel_i, omega_i,
                                       v_tri, np.zeros(3), m.triangle_material[t], None, slots_in, slots_out)
+                if slots_out[2] > before:
+                    self._record(i, before, slots_in, -2 - m.plane_count - int(t), n, STATIC_BODY, offset_i + arm,
+                                 depth - dist, v_tri, 1.0, m.triangle_material[t],
+                                 (vel_i + np.cross(omega_i, arm) - v_tri) @ n)
                 force[i] += f
                 torque[i] += tq
+
+    # -- velocity solve (voxel contacts with solve_passes; 60_solve.cl) ------------------------
+    def _record(self, i, slot, slots_in, key, n, other, arm_i, depth, arm_j, share, material_j, closing):
+        """The contact of particle i in friction slot ``slot`` (history key ``key``, closing at
+        ``closing`` m/s) for the velocity solve (00_common.h write_solve_record): normal i -> other
+        side, the other body (STATIC_BODY: arm_j is then the static side's velocity at the point),
+        arms from the bodies' centres, depth, share, friction, restitution and impact speed (the
+        fastest it has closed since it last parted)."""
+        if not self.solve_passes:
+            return
+        old = self._history_slot(slots_in[0], key)
+        impact = max(closing, 0.0 if old is None else self.history_impact[i, old]) if closing > 0 else 0.0
+        self.new_history_impact[i, slot] = impact
+        warm = np.zeros(4)
+        if old is not None:
+            warm = self.history_impulse[i, old] * WARM_START_FRACTION
+            warm[:3] -= (warm[:3] @ n) * n  # friction in the contact's tangent plane now
+        self.new_history_impulse[i, slot] = warm
+        material_i = self.model.body_material[self.model.particle_body[i]]
+        self.records.setdefault(int(i), []).append(
+            [np.asarray(n, float), int(other), np.asarray(arm_i, float), float(depth), np.asarray(arm_j, float),
+             float(share), float(self.params.friction[material_i, material_j]),
+             float(self.params.restitution[material_i, material_j]), float(impact), warm[:3], float(warm[3]),
+             int(slot)])
+
+    def _split_inverse_mass(self, b, count, arm, u):
+        """Body b's inverse mass along u at arm times its contacts' shares (0: static or asleep)."""
+        if count[b] == 0.0:
+            return 0.0
+        rot = self._rotation(b)
+        c = np.cross(arm, u)
+        return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
+
+    def _solve(self, kind):
+        """One Jacobi pass (60_solve.cl solve_particle_contacts, apply_body_impulses): "warm", the
+        impulses the contacts start with; "solve", every contact's impulse from the bodies' velocities
+        now; "relax", the same without the push-out; then every body's sum of them applied to its
+        momenta and velocities, and but for "relax" to its pose."""
+        m = self.model
+        dt = self.params.substep
+        slop = self.settings.solve_slop * m.particle_radius
+        push_speed = self.settings.solve_push_speed
+        awake = ~self._is_asleep(self.quiet)
+        count = np.zeros(m.body_count)
+        for i, records in self.records.items():
+            count[m.particle_body[i]] += sum(r[5] for r in records)
+        count = np.where(awake, np.maximum(count, 1e-6), 0.0)
+        velocity = np.where(awake[:, None], self.P / m.body_mass[:, None], 0.0)
+        omega = np.array([self._omega(b) if awake[b] else np.zeros(3) for b in range(m.body_count)]).reshape(-1, 3)
+        impulse = np.zeros((m.body_count, 3))
+        moment = np.zeros((m.body_count, 3))
+        for i, records in self.records.items():
+            b = m.particle_body[i]
+            if not awake[b]:
+                continue
+            for record in records:
+                n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot = record
+                if kind == "warm":
+                    j = -normal * n + tangential
+                    impulse[b] += j
+                    moment[b] += np.cross(arm_i, j)
+                    continue
+                v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
+                v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
+                vn = v_rel @ n
+                allowed = (slop - depth) / dt
+                allowed = max(allowed, 0.0) if kind == "relax" else max(allowed, -push_speed)
+                if impact > IMPACT_SPEED:
+                    allowed = min(allowed, -restitution * impact)
+                k_n = self._split_inverse_mass(b, count, arm_i, n)
+                if other >= 0:
+                    k_n += self._split_inverse_mass(other, count, arm_j, n)
+                new_normal = max(normal + share * (vn - allowed) / k_n, 0.0)
+                new_tangential = tangential.copy()
+                v_t = v_rel - vn * n
+                slip = np.linalg.norm(v_t)
+                if slip > 1e-9:
+                    t = v_t / slip
+                    k_t = self._split_inverse_mass(b, count, arm_i, t)
+                    if other >= 0:
+                        k_t += self._split_inverse_mass(other, count, arm_j, t)
+                    new_tangential -= share * v_t / k_t
+                held = np.linalg.norm(new_tangential)
+                if held > mu * new_normal:
+                    new_tangential *= mu * new_normal / held if held > 0 else 0.0
+                j = -(new_normal - normal) * n + (new_tangential - tangential)
+                record[9], record[10] = new_tangential, new_normal
+                self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
+                impulse[b] += j
+                moment[b] += np.cross(arm_i, j)
+        for b in np.flatnonzero(awake):
+            if not (impulse[b].any() or moment[b].any()):
+                continue
+            self.P[b] += impulse[b]
+            self.L[b] += moment[b]
+            if kind != "relax":
+                self.x[b] += impulse[b] / m.body_mass[b] * dt
+                turn = 0.5 * dt * (self._omega(b) - omega[b])
+                q = self.q[b] + quaternion_multiply(np.concatenate([[0.0], turn]), self.q[b])
+                self.q[b] = q / np.linalg.norm(q)
 
     def _integrate(self, force, torque, offset_world):
         m = self.model

@@ -43,12 +43,26 @@ FRICTION_SLOTS = 8
 # cubes at 0.2. 0.9 leaves a single face at restitution 0 (0.84) untouched.
 DAMPING_LIMIT = 0.9
 CONTACT_GEOMETRIES = ("particles", "sdf", "voxels")
-# The stiffness target each contact geometry defaults to. Voxel contacts stand a pile like Newton's
-# and Bullet's boxes only with contacts 16x stiffer (4x the substeps): at 0.05 the 1000-cube pile
-# holds for 5 s and then avalanches, at 0.0125 its deepest corner sinks 1.4 cm, at 0.05 / 16 it
-# meets the pile figures (docs/experiments/contact-solve.md, E12). Particle contacts gain nothing
-# from it: their piles flow at any stiffness (E4, E10).
-DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05 / 16}
+# The velocity solve (kernels/60_solve.cl) over the voxel contacts, which gives them their
+# stiffness (docs/experiments/contact-solve.md, E13). With springs alone voxel contacts stand a pile
+# like Newton's and Bullet's boxes only 16x stiffer (4x the substeps), and then a quarter of the
+# 1000-cube pile still rocks at 5 s and loaded corners sink 2 cm (E12); with the solve the springs
+# keep the particles' stiffness. Particle contacts gain nothing from stiffness: their piles flow at
+# any (E4, E10).
+DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05}
+# Jacobi passes per substep: a pass carries a load one body further down a stack, and 4 or 8 left
+# the 10k and 100k piles' loads on the springs (corners 12-32 cm deep); 16 hold them (E13).
+DEFAULT_SOLVE_PASSES = {"particles": 0, "sdf": 0, "voxels": 16}
+# The share of a contact's last impulses the next substep starts from (warm start): all of them
+# lift the 40-cube column (each Jacobi pass lowers an impulse that is too large only by a fraction,
+# so every substep ends above the need), 0.9 lets it drift 18 cm, 0.7 holds it and still carries
+# the 10k and 100k piles' loads, 0.6 lets the 10k pile's corners sink 2 cm on the way (E13).
+WARM_START_FRACTION = 0.7
+# A contact closing faster than this (m/s; Box2D's restitution threshold) is an impact: the solve
+# makes it part at its restitution times the fastest it closed since it last parted (the springs,
+# at the particles' stiffness, let an impact corner sink 2.7 cm); slower ones stop.
+IMPACT_SPEED = 1.0
+MAX_SOLVE_PASSES = 64
 
 
 @dataclass
@@ -75,6 +89,16 @@ class SimulationSettings:
     # "voxels", two bodies' whole voxels meet box against box (core.voxel_pairs): flat faces and
     # sharp edges between bodies, piles that stand like Newton's and Bullet's boxes (E11, E12).
     contact_geometry: str = "particles"
+    # Rigid Voxels only: passes of the velocity solve over the contacts after each substep
+    # (kernels/60_solve.cl; 0: none; None: DEFAULT_SOLVE_PASSES) and of its relax step (without the
+    # push-out, on the velocities only); how deep a contact may go before it stops closing (fraction
+    # of the particle radius: each layer of a stack sits this deep, so five rows of cubes sink
+    # 15 of it; at 0.003 the 40-cube column drifts 12 cm sideways, at 0.0035 0.07 um, E13) and how
+    # fast the solve pushes a deeper one out (m/s).
+    solve_passes: int | None = None
+    relax_passes: int = 1
+    solve_slop: float = 0.0035
+    solve_push_speed: float = 0.5
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
@@ -85,6 +109,25 @@ class SimulationSettings:
                              f"got {self.contact_geometry!r}")
         if self.target_penetration is None:
             self.target_penetration = DEFAULT_TARGET_PENETRATION[self.contact_geometry]
+        if self.solve_passes is None:
+            self.solve_passes = DEFAULT_SOLVE_PASSES[self.contact_geometry]
+        if isinstance(self.solve_passes, bool) or int(self.solve_passes) != self.solve_passes \
+                or not 0 <= self.solve_passes <= MAX_SOLVE_PASSES:
+            raise ValueError(f"solve passes must be a whole number from 0 to {MAX_SOLVE_PASSES}, "
+                             f"got {self.solve_passes!r}")
+        self.solve_passes = int(self.solve_passes)
+        if self.solve_passes and self.contact_geometry != "voxels":
+            raise ValueError(f"the velocity solve needs Rigid Voxels contacts (contact geometry 'voxels'), "
+                             f"got {self.contact_geometry!r} with {self.solve_passes} solve passes")
+        if isinstance(self.relax_passes, bool) or int(self.relax_passes) != self.relax_passes \
+                or not 0 <= self.relax_passes <= MAX_SOLVE_PASSES:
+            raise ValueError(f"relax passes must be a whole number from 0 to {MAX_SOLVE_PASSES}, "
+                             f"got {self.relax_passes!r}")
+        self.relax_passes = int(self.relax_passes)
+        if not (0 < self.solve_slop <= 1):
+            raise ValueError(f"solve slop must be in (0, 1], got {self.solve_slop}")
+        if not (self.solve_push_speed > 0 and math.isfinite(self.solve_push_speed)):
+            raise ValueError(f"solve push speed must be positive, got {self.solve_push_speed}")
         if not (0 < self.target_penetration <= 1):
             raise ValueError(f"target penetration must be in (0, 1], got {self.target_penetration}")
         for name in ("load_height", "stiffness", "substep"):
@@ -153,6 +196,7 @@ class ContactParameters:
     damping_ratio: np.ndarray = field(repr=False)  # (M, M) zeta for each material pair
     friction: np.ndarray = field(repr=False)  # (M, M) mu for each material pair
     rolling_friction: np.ndarray = field(repr=False)  # (M, M) rolling resistance for each pair
+    restitution: np.ndarray = field(repr=False)  # (M, M) e for each material pair (the velocity solve)
 
 
 # A body counts as accelerated (awake) when its centre plus its extent times the angular
@@ -249,4 +293,5 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         damping_ratio=damping_ratio_for_restitution(e_pair),
         friction=mu,
         rolling_friction=np.sqrt(np.outer(materials[:, 4], materials[:, 4])),
+        restitution=e_pair,
     )

@@ -65,7 +65,7 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     the ones the engine allocates (SDF contacts' lists are twice as long; particle contacts must not be
     refused for memory they do not use)."""
     from addon.core import SimulationSettings
-    from addon.core.opencl_engine import estimate_device_memory
+    from addon.core.opencl_engine import estimate_device_memory, solve_bytes_per_particle
     from addon.core.settings import CONTACT_GEOMETRIES
 
     engine = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=geometry))
@@ -73,7 +73,10 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     other = "sdf" if geometry == "particles" else "particles"
     other_slots = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=other)).neighbour_slots
     difference = estimate_device_memory(particles, bodies, geometry) - estimate_device_memory(particles, bodies, other)
-    assert difference == 4 * particles * (engine.neighbour_slots - other_slots)
+    solve_difference = solve_bytes_per_particle(geometry) - solve_bytes_per_particle(other)
+    assert difference == 4 * particles * (engine.neighbour_slots - other_slots) + particles * solve_difference
     assert engine.arguments["neighbour_list"].size == 4 * particles * engine.neighbour_slots
+    # the velocity solve's records (Rigid Voxels)
+    assert (engine.arguments["solve_record"].size >= 16 * 5 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
     assert estimate_device_memory(particles, bodies) == max(estimate_device_memory(particles, bodies, g)
                                                             for g in CONTACT_GEOMETRIES)
