@@ -85,7 +85,9 @@ inline void solve_particle_contacts(
             // pushed out no faster than the push-out speed (not while relaxing: it stops)
             float allowed = (solve_constants.x - depth) / substep;
             allowed = relax ? fmax(allowed, 0.0f) : fmax(allowed, -solve_constants.y);
-            if (f4.z > IMPACT_SPEED) allowed = fmin(allowed, -f4.y * f4.z);
+            // restitution, faded in from half IMPACT_SPEED so no contact switches it on or off abruptly
+            float bounce = clamp(2.0f * f4.z / IMPACT_SPEED - 1.0f, 0.0f, 1.0f);
+            if (bounce > 0.0f) allowed = fmin(allowed, -bounce * f4.y * f4.z);
             float k_n = split_inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
                       + ((other >= 0) ? split_inverse_mass(b, f2.xyz, n, body_mass, body_inv_inertia) : 0.0f);
             float normal = fmax(lambda.w + share * (vn - allowed) / k_n, 0.0f);

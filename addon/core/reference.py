@@ -562,8 +562,9 @@ class ReferenceEngine(StateMixin):
                 vn = v_rel @ n
                 allowed = (slop - depth) / dt
                 allowed = max(allowed, 0.0) if kind == "relax" else max(allowed, -push_speed)
-                if impact > IMPACT_SPEED:
-                    allowed = min(allowed, -restitution * impact)
+                bounce = min(max(2.0 * impact / IMPACT_SPEED - 1.0, 0.0), 1.0)  # faded in from half IMPACT_SPEED
+                if bounce > 0.0:
+                    allowed = min(allowed, -bounce * restitution * impact)
                 k_n = self._split_inverse_mass(b, count, arm_i, n)
                 if other >= 0:
                     k_n += self._split_inverse_mass(other, count, arm_j, n)

@@ -1,26 +1,27 @@
-"""The velocity solve over the voxel contacts (settings.solve_passes, kernels/60_solve.cl): the kernels
-against the NumPy reference, the load it carries beyond the springs, momentum, and impacts left to
-the contact law's restitution."""
+"""The velocity solve over the voxel contacts (Rigid Voxels' stiffness; settings.solve_passes,
+kernels/60_solve.cl): the kernels against the NumPy reference, the load it carries beyond the
+springs, momentum, restitution and settings refused."""
 import numpy as np
 import pytest
 
-from addon.core import SimulationSettings
+from addon.core import ModelBuilder, SimulationSettings
 from addon.core.opencl_engine import OpenCLEngine
 from addon.core.reference import ReferenceEngine
 from bench.contact_figures import rebound_ratio
 from tests.core.helpers import RADIUS, add_cube, engine_for, glancing_cubes, run_for
 from tests.core.test_conservation import momentum_changes
 from tests.core.test_reference_agreement import colliding_scene
-from addon.core import ModelBuilder
 
-SOLVED = {"contact_geometry": "voxels", "target_penetration": 0.05, "solve_passes": 4}
+SOLVED = {"contact_geometry": "voxels"}  # the solve's defaults
 
 
 @pytest.mark.parametrize("body_lanes", ["1", "8"])
 def test_kernels_match_the_reference_solve_over_100_substeps(body_lanes, monkeypatch):
     """The 20 colliding bodies of the reference agreement, 2 cm into each other (deeper, a voxel
     touches more than FRICTION_SLOTS others and which contacts are kept follows each side's search
-    order). Measured on PoCL: 7.5e-6 m, 6.7e-4 m/s, 1.6e-3 rad/s."""
+    order). Measured on PoCL with 8 lanes: 7.9e-6 m, 4.7e-4 m/s, 7.0e-4 rad/s (with restitution
+    switched on at a threshold instead of faded in, 0.26 m/s off by substep 70: a contact near the
+    threshold took it on one side of float32's rounding and not on the other)."""
     monkeypatch.setenv("PRB_BODY_LANES", body_lanes)
     model = colliding_scene(0.98)
     settings = SimulationSettings(**SOLVED)
@@ -33,7 +34,7 @@ def test_kernels_match_the_reference_solve_over_100_substeps(body_lanes, monkeyp
         solved += sum(record[10] for records in reference.records.values() for record in records)
         expected, got = reference.body_state(), kernels.body_state()
         np.testing.assert_allclose(got.position, expected.position, rtol=0, atol=3e-5)
-        np.testing.assert_allclose(got.velocity, expected.velocity, rtol=0, atol=3e-3)
+        np.testing.assert_allclose(got.velocity, expected.velocity, rtol=0, atol=5e-3)
         np.testing.assert_allclose(got.angular_velocity, expected.angular_velocity, rtol=0, atol=6e-3)
         dots = np.abs(np.einsum("bi,bi->b", got.orientation, expected.orientation))
         np.testing.assert_allclose(dots, 1.0, atol=1e-6)
@@ -51,13 +52,13 @@ def column_height_lost(**settings):
 
 
 def test_the_solve_carries_the_load_the_springs_alone_give_way_under():
-    """A 40-cube column loads its bottom contacts four times the stiffness target's design load: the
-    springs alone sink each contact a fifth of a radius (measured: 3.3 % of the height lost); with
-    the solve each stops at the slop (0.7 %)."""
+    """A 40-cube column on springs of the particles' stiffness alone loses 0.36 % of its height
+    (measured, PoCL); with the solve each contact stops at the slop: 0.07 %, no sideways drift
+    (issue 22: within 1 %)."""
     springs_only, _ = column_height_lost(**{**SOLVED, "solve_passes": 0})
     solved, drift = column_height_lost(**SOLVED)
-    assert springs_only > 0.02, springs_only
     assert solved < 0.01 and drift < 1e-3, (solved, drift)
+    assert springs_only > 3 * solved, (springs_only, solved)
 
 
 @pytest.mark.parametrize("friction", [0.0, 0.6])
@@ -73,8 +74,27 @@ def test_the_solve_keeps_momentum(friction):
 
 @pytest.mark.parametrize("restitution", [0.3, 0.6, 0.9])
 def test_impacts_keep_their_restitution(restitution):
-    """A cube dropped 0.5 m on the ground rebounds at e times its impact speed within 5 % (issue 22):
-    the impact is the contact law's. Solved like a resting contact it rebounded at 0.16 for every e
-    (the solve stops the closing and only the springs' slop is left to give back)."""
+    """A cube dropped 0.5 m on the ground rebounds at e times its impact speed within 5 % (issue 22;
+    measured 1.000). Solved like a resting contact it rebounded at 0.16 for every e; with 4 passes
+    0.88-0.93 of e (a pass moves a face by only part of what it should)."""
     ratio = rebound_ratio(False, restitution, SOLVED)
     assert abs(ratio / restitution - 1) < 0.05, ratio
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"contact_geometry": "particles", "solve_passes": 4}, "needs Rigid Voxels"),
+    ({"contact_geometry": "voxels", "solve_passes": -1}, "solve passes"),
+    ({"contact_geometry": "voxels", "solve_passes": 2.5}, "solve passes"),
+    ({"contact_geometry": "voxels", "relax_passes": 100}, "relax passes"),
+    ({"contact_geometry": "voxels", "solve_slop": 0.0}, "solve slop"),
+    ({"contact_geometry": "voxels", "solve_push_speed": float("inf")}, "push speed"),
+])
+def test_bad_solve_settings_are_refused_with_one_message(settings, message):
+    with pytest.raises(ValueError, match=message):
+        SimulationSettings(**settings)
+
+
+def test_only_rigid_voxels_solve_by_default():
+    assert SimulationSettings(contact_geometry="voxels").solve_passes == 16
+    assert SimulationSettings().solve_passes == 0
+    assert SimulationSettings(contact_geometry="sdf").solve_passes == 0

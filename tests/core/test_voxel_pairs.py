@@ -85,10 +85,10 @@ def test_a_voxel_is_never_pushed_out_through_a_face_it_shares_with_its_own_body(
 
 
 def test_a_cube_across_the_joint_of_two_sinks_less_than_a_millimetre():
-    """Issue 22: the springs under the cube's weight take 0.90 mm at the particles' stiffness and
-    0.06 mm at the voxels' own (16x stiffer); particle contacts sink 45 mm."""
-    assert joint_sink(contact_geometry="voxels") < 0.1e-3
-    assert joint_sink(contact_geometry="voxels", target_penetration=0.05) < 1e-3
+    """Issue 22: the velocity solve stops each contact at its slop (0.58 mm measured); the springs
+    alone take 0.06 mm at 16x the particles' stiffness; particle contacts sink 45 mm."""
+    assert joint_sink(contact_geometry="voxels") < 1e-3
+    assert joint_sink(contact_geometry="voxels", target_penetration=0.05 / 16, solve_passes=0) < 0.1e-3
 
 
 def test_five_half_offset_rows_keep_their_heights_within_a_centimetre():
