@@ -43,8 +43,8 @@ EDGE_AXIS_BIAS = 1.05
 FACE_COMPONENT_FRACTION = 0.7
 # Cross products of lattice axes shorter than this are parallel axes: no edge axis.
 PARALLEL_EDGES = 1e-3
-# Push-out. Voxel contacts are 16x stiffer than particle contacts, and a cube started 11 cm inside
-# another was thrown 9.5 m up at 13 m/s. How deep a pair's spring may push starts at
+# Push-out. With springs 16x stiffer than particle contacts (E12) a cube started 11 cm inside
+# another was thrown 9.5 m up at 13 m/s; the velocity solve pushes out at its own limit too. How deep a pair's spring may push starts at
 # PUSH_OUT_BIRTH_LOAD times the stiffness target's depth (the depth under the design load) and grows
 # by the pair's closing speed plus PUSH_OUT_SPEED (m/s) per second, so a pair that came together by
 # moving, or was loaded gradually (a tall column), never reaches it; a pair born deeper pushes only
