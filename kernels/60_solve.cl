@@ -1,6 +1,7 @@
 // Stage 60, velocity solve (SOLVE_PASSES > 0; contact-solve.md E13), Box2D's soft step in Jacobi
 // form over the contacts the contact kernel recorded (write_solve_record), after the bodies' step:
-// the impulses each contact ended its last substep with are applied again (warm start), then
+// WARM_START_FRACTION of the impulses each contact ended its last substep with are applied again
+// (warm start; all of them lift a column, as each pass lowers an excess only by a fraction), then
 // SOLVE_PASSES passes make each contact stop closing once it is deeper than the slop and push a
 // deeper one out (an impact: part at its restitution times its impact speed), moving the bodies as
 // if the substep had run with the new velocities; then RELAX_PASSES passes without the push-out,

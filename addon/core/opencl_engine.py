@@ -143,10 +143,12 @@ def bytes_per_particle(contact_geometry: str | None = None) -> int:
 
 
 def solve_bytes_per_particle(contact_geometry: str | None = None) -> int:
-    """Device bytes per particle of the velocity solve (its records, the impacts' history, the passes'
-    impulses, the record count) when the geometry solves by default; None: the largest."""
+    """Device bytes per particle of the velocity solve (its records, the impact speeds' and impulses'
+    histories, the passes' impulses, the record count) when the geometry solves by default; None: the
+    largest."""
     solves = DEFAULT_SOLVE_PASSES.get(contact_geometry, max(DEFAULT_SOLVE_PASSES.values())) > 0
-    return (SOLVE_FIELDS * 16 * FRICTION_SLOTS + 2 * 4 * FRICTION_SLOTS + 2 * 16 + 1) if solves else 0
+    histories = 2 * (4 + 16) * FRICTION_SLOTS  # double-buffered, per friction slot
+    return (SOLVE_FIELDS * 16 * FRICTION_SLOTS + histories + 2 * 16 + 1) if solves else 0
 
 
 def estimate_device_memory(particle_count: int, body_count: int, contact_geometry: str | None = None) -> int:

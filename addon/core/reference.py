@@ -28,8 +28,7 @@ from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, c
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_multiply, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
-                       WARM_START_FRACTION,
-                       SimulationSettings, derive_contact_parameters)
+                       WARM_START_FRACTION, SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
 
