@@ -128,9 +128,9 @@ def test_a_forty_cube_column_keeps_its_height_within_a_percent():
 @pytest.mark.parametrize("overlap", [0.06, 0.11])
 def test_bodies_started_inside_each_other_part_without_being_thrown(overlap):
     """A cube started 6 or 11 cm inside another (a third or two thirds of a particle radius): the
-    16x stiffer springs alone threw it 2 or 9.5 m up at 6-13 m/s. With the push-out limit it comes
-    up at about PUSH_OUT_SPEED (measured: at most 1.1 / 1.6 m/s, 9 / 12 cm above the face) and
-    settles on the face."""
+    16x stiffer springs alone threw it 2 or 9.5 m up at 6-13 m/s. With the springs' push-out limit
+    and the velocity solve's it comes up at about PUSH_OUT_SPEED (measured: at most 1.3 / 1.4 m/s,
+    7 / 8 cm above the face) and settles on the face."""
     builder = ModelBuilder(RADIUS)
     material = Material(friction=0.5, restitution=0.0)
     add_cube(builder, (0.0, 0.0, 0.51), material=material)
