@@ -41,7 +41,7 @@ from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, DEFAULT_SOLVE_PASSES, FRICTION_SLOTS, IMPACT_SPEED, WARM_START_FRACTION,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, WARM_START_FRACTION,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SimulationSettings, derive_contact_parameters)
 from .state import BodyState, StateMixin
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, collider_reach
@@ -144,9 +144,8 @@ def bytes_per_particle(contact_geometry: str | None = None) -> int:
 
 def solve_bytes_per_particle(contact_geometry: str | None = None) -> int:
     """Device bytes per particle of the velocity solve (its records, the impact speeds' and impulses'
-    histories, the passes' impulses, the record count) when the geometry solves by default; None: the
-    largest."""
-    solves = DEFAULT_SOLVE_PASSES.get(contact_geometry, max(DEFAULT_SOLVE_PASSES.values())) > 0
+    histories, the passes' impulses, the record count): voxel contacts may solve (None: the largest)."""
+    solves = contact_geometry in ("voxels", None)
     histories = 2 * (4 + 16) * FRICTION_SLOTS  # double-buffered, per friction slot
     return (SOLVE_FIELDS * 16 * FRICTION_SLOTS + histories + 2 * 16 + 1) if solves else 0
 

@@ -57,10 +57,10 @@ def test_kernels_match_numpy_reference_over_100_substeps(body_lanes, contact_geo
         expected, got = reference.body_state(), kernels.body_state()
         # float32 kernels against the float64 step, about 5x the largest differences measured on
         # PoCL over the 100 substeps (3.3e-6 m, 1.2e-4 m/s, 4.5e-4 rad/s, 1.3e-7). Voxel contacts
-        # and their velocity solve (16 Jacobi passes with clamps) amplify float32's rounding: PoCL
-        # 1.05e-5 m, 9.1e-4 m/s, 3.8e-3 rad/s with 1 and with 8 lanes (the springs alone, 16x
-        # stiffer: the H100 6.1e-6 m, 1.05e-3 m/s, 2.1e-3 rad/s), so 2-3x there (a reference without
-        # the exposed-face test or without the share is metres per second off within 10 substeps)
+        # are 16x stiffer, which amplifies float32's rounding: on the H100 6.1e-6 m, 1.05e-3 m/s,
+        # 2.1e-3 rad/s (PoCL 6.1e-6 m, 4.9e-4 m/s, 2.0e-3 rad/s), so about 3x the H100's there (a
+        # reference without the exposed-face test or without the share is metres per second off
+        # within 10 substeps)
         stiff = contact_geometry == "voxels"
         np.testing.assert_allclose(got.position, expected.position, rtol=0, atol=2e-5)
         np.testing.assert_allclose(got.velocity, expected.velocity, rtol=0, atol=3e-3 if stiff else 6e-4)

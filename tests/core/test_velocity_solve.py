@@ -1,18 +1,19 @@
-"""The velocity solve over the voxel contacts (Rigid Voxels' stiffness; settings.solve_passes,
-kernels/60_solve.cl): the kernels against the NumPy reference, the load it carries beyond the
-springs, momentum, restitution and settings refused."""
+"""The velocity solve over the voxel contacts (an option of Rigid Voxels: settings.solve_passes,
+kernels/60_solve.cl, settings.SOLVED_VOXELS): the kernels against the NumPy reference, the load it
+carries beyond the springs, momentum, restitution and settings refused."""
 import numpy as np
 import pytest
 
 from addon.core import ModelBuilder, SimulationSettings
 from addon.core.opencl_engine import OpenCLEngine
 from addon.core.reference import ReferenceEngine
+from addon.core.settings import SOLVED_VOXELS
 from bench.contact_figures import rebound_ratio
 from tests.core.helpers import RADIUS, add_cube, engine_for, glancing_cubes, run_for
 from tests.core.test_conservation import momentum_changes
 from tests.core.test_reference_agreement import colliding_scene
 
-SOLVED = {"contact_geometry": "voxels"}  # the solve's defaults
+SOLVED = SOLVED_VOXELS  # Rigid Voxels with the solve (not the default)
 
 
 @pytest.mark.parametrize("body_lanes", ["1", "8"])
@@ -94,7 +95,6 @@ def test_bad_solve_settings_are_refused_with_one_message(settings, message):
         SimulationSettings(**settings)
 
 
-def test_only_rigid_voxels_solve_by_default():
-    assert SimulationSettings(contact_geometry="voxels").solve_passes == 16
-    assert SimulationSettings().solve_passes == 0
-    assert SimulationSettings(contact_geometry="sdf").solve_passes == 0
+def test_no_geometry_solves_by_default():
+    for geometry in ("particles", "sdf", "voxels"):
+        assert SimulationSettings(contact_geometry=geometry).solve_passes == 0
