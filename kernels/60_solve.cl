@@ -65,7 +65,9 @@ inline void solve_particle_contacts(
             __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
             float4 f0 = r[0];
             int other = as_int(f0.w);
-            if (other == NO_RECORD) continue;
+            // a sleeping body would take the hit as a wall (its contacts are not solved, so it gets
+            // no impulse back): leave the contact to the springs until it wakes
+            if (other == NO_RECORD || (other >= 0 && is_asleep(body_quiet[other], sleep))) continue;
             float3 n = f0.xyz;
             float4 f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride];
             float3 arm_i = f1.xyz;

@@ -551,6 +551,8 @@ class ReferenceEngine(StateMixin):
                 continue
             for record in records:
                 n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot = record
+                if other >= 0 and not awake[other]:
+                    continue  # left to the springs until the sleeping body wakes
                 if kind == "warm":
                     j = -normal * n + tangential
                     impulse[b] += j

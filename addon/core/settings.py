@@ -52,8 +52,8 @@ CONTACT_GEOMETRIES = ("particles", "sdf", "voxels")
 DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05 / 16}
 # The velocity solve (kernels/60_solve.cl), an option of voxel contacts: off by default. With it
 # (SOLVED_VOXELS) the 1000-cube pile is 89 % at rest at 5 s (E12's springs: 75 %) and corners stay
-# within 1 cm up to 100k cubes, at E12's cost; but the towers sample scene's projectile no longer
-# knocks cubes off its tower and a cube offset on another still moves at 3 mm/s after 3 s (E13).
+# within 1 cm up to 100k cubes, at E12's cost; but a cube offset on another still moves at 1-3 mm/s
+# after 3 s, a slow cycle of the warm start (without it: 0.15 mm/s; E13).
 # Jacobi passes per substep: a pass carries a load one body further down a stack, and 4 or 8 left
 # the 10k and 100k piles' loads on the springs (corners 12-32 cm deep); 16 hold them.
 DEFAULT_SOLVE_PASSES = {"particles": 0, "sdf": 0, "voxels": 0}
