@@ -68,12 +68,12 @@ STAGES = (
     Stage("30_colliders.cl"),  # planes and triangles: functions compute_contacts calls
     Stage("40_contacts.cl", ("compute_contacts",)),
     Stage("50_bodies.cl", ("integrate_bodies",)),
-    # if solving: warm start, SOLVE_PASSES solve passes, RELAX_PASSES relax passes, each then applied
+    # if solving: warm start, solve_passes solve passes, relax_passes relax passes, each then applied
+    # (_bind_arguments orders their launches)
     Stage("60_solve.cl", ("warm_start_contacts", "solve_contacts", "relax_contacts", "apply_solve_impulses",
                           "apply_relax_impulses")),
 )
-SOLVE_KERNELS = ("warm_start_contacts", "solve_contacts", "relax_contacts", "apply_solve_impulses",
-                 "apply_relax_impulses")
+SOLVE_KERNELS = STAGES[-1].kernels
 SOLVE_FIELDS = 5  # float4s per contact record: keep equal to 00_common.h's SOLVE_FIELDS
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 

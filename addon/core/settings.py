@@ -50,13 +50,13 @@ CONTACT_GEOMETRIES = ("particles", "sdf", "voxels")
 # from it: their piles flow at any stiffness (E4, E10). With the velocity solve (solve_passes) voxel
 # contacts take 0.05 and the solve's stiffness instead (E13; not the default, see SOLVED_VOXELS).
 DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05 / 16}
-# The velocity solve (kernels/60_solve.cl), an option of voxel contacts: off by default. With it
-# (SOLVED_VOXELS) the 1000-cube pile is 89 % at rest at 5 s (E12's springs: 75 %) and corners stay
-# within 1 cm up to 100k cubes, at E12's cost; but a cube offset on another still moves at 1-3 mm/s
-# after 3 s, a slow cycle of the warm start (without it: 0.15 mm/s; E13).
+# The velocity solve (kernels/60_solve.cl), an option of voxel contacts: off by default
+# (solve_passes 0). With it (SOLVED_VOXELS) the 1000-cube pile is 89 % at rest at 5 s (E12's
+# springs: 75 %) and corners stay within 1 cm up to 100k cubes, at E12's cost; but a cube offset on
+# another still moves at 1-3 mm/s after 3 s, a slow cycle of the warm start (without it: 0.15 mm/s;
+# E13).
 # Jacobi passes per substep: a pass carries a load one body further down a stack, and 4 or 8 left
 # the 10k and 100k piles' loads on the springs (corners 12-32 cm deep); 16 hold them.
-DEFAULT_SOLVE_PASSES = {"particles": 0, "sdf": 0, "voxels": 0}
 SOLVED_VOXELS = {"contact_geometry": "voxels", "target_penetration": 0.05, "solve_passes": 16}
 # The share of a contact's last impulses the next substep starts from (warm start): all of them
 # lift the 40-cube column (each Jacobi pass lowers an impulse that is too large only by a fraction,
@@ -95,12 +95,12 @@ class SimulationSettings:
     # sharp edges between bodies, piles that stand like Newton's and Bullet's boxes (E11, E12).
     contact_geometry: str = "particles"
     # Rigid Voxels only: passes of the velocity solve over the contacts after each substep
-    # (kernels/60_solve.cl; 0: none; None: DEFAULT_SOLVE_PASSES) and of its relax step (without the
+    # (kernels/60_solve.cl; 0: none) and of its relax step (without the
     # push-out, on the velocities only); how deep a contact may go before it stops closing (fraction
     # of the particle radius: each layer of a stack sits this deep, so five rows of cubes sink
     # 15 of it; at 0.003 the 40-cube column drifts 12 cm sideways, at 0.0035 0.07 um, E13) and how
     # fast the solve pushes a deeper one out (m/s).
-    solve_passes: int | None = None
+    solve_passes: int = 0
     relax_passes: int = 1
     solve_slop: float = 0.0035
     solve_push_speed: float = 0.5
@@ -114,21 +114,15 @@ class SimulationSettings:
                              f"got {self.contact_geometry!r}")
         if self.target_penetration is None:
             self.target_penetration = DEFAULT_TARGET_PENETRATION[self.contact_geometry]
-        if self.solve_passes is None:
-            self.solve_passes = DEFAULT_SOLVE_PASSES[self.contact_geometry]
-        if isinstance(self.solve_passes, bool) or int(self.solve_passes) != self.solve_passes \
-                or not 0 <= self.solve_passes <= MAX_SOLVE_PASSES:
-            raise ValueError(f"solve passes must be a whole number from 0 to {MAX_SOLVE_PASSES}, "
-                             f"got {self.solve_passes!r}")
-        self.solve_passes = int(self.solve_passes)
+        for name in ("solve_passes", "relax_passes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or int(value) != value or not 0 <= value <= MAX_SOLVE_PASSES:
+                raise ValueError(f"{name.replace('_', ' ')} must be a whole number from 0 to {MAX_SOLVE_PASSES}, "
+                                 f"got {value!r}")
+            setattr(self, name, int(value))
         if self.solve_passes and self.contact_geometry != "voxels":
             raise ValueError(f"the velocity solve needs Rigid Voxels contacts (contact geometry 'voxels'), "
                              f"got {self.contact_geometry!r} with {self.solve_passes} solve passes")
-        if isinstance(self.relax_passes, bool) or int(self.relax_passes) != self.relax_passes \
-                or not 0 <= self.relax_passes <= MAX_SOLVE_PASSES:
-            raise ValueError(f"relax passes must be a whole number from 0 to {MAX_SOLVE_PASSES}, "
-                             f"got {self.relax_passes!r}")
-        self.relax_passes = int(self.relax_passes)
         if not (0 < self.solve_slop <= 1):
             raise ValueError(f"solve slop must be in (0, 1], got {self.solve_slop}")
         if not (self.solve_push_speed > 0 and math.isfinite(self.solve_push_speed)):
