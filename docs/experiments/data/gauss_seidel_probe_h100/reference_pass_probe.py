@@ -1,7 +1,9 @@
+# The reference pass probe of E14 (docs/experiments/contact-solve.md): python reference_pass_probe.py '{"scene": "offset", "mode": "gs", "wsf": 1.0}'
+# (scene "offset" or "columnN"; mode "jacobi", "gs" or "pair"; wsf the warm-start fraction)
 """Probe: the reference's solve as sequential Gauss-Seidel (no mass splitting, each body pair's
 contact once, applied to both bodies at once), rigid as E13, with a chosen warm-start fraction."""
 import sys, time, json, numpy as np
-sys.path.insert(0, "/work/main")
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parents[4]))  # the repository
 import addon.core.reference as ref
 from addon.core import Material, ModelBuilder, SimulationSettings
 from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube
