@@ -27,6 +27,26 @@ def run_for(engine, seconds):
     return engine.body_state()
 
 
+def column_of_cubes(count):
+    """``count`` unit cubes stacked on the ground plane, face on face."""
+    builder = ModelBuilder(RADIUS)
+    for k in range(count):
+        add_cube(builder, (0.0, 0.0, 0.5 + k))
+    builder.add_ground_plane(0.0)
+    return builder
+
+
+def fastest_motion(engine, substeps=20):
+    """(largest speed, largest spin) of any body over the next ``substeps`` substeps."""
+    speed = spin = 0.0
+    for _ in range(substeps):
+        engine.step(1)
+        state = engine.body_state()
+        speed = max(speed, np.linalg.norm(state.velocity, axis=1).max())
+        spin = max(spin, np.linalg.norm(state.angular_velocity, axis=1).max())
+    return speed, spin
+
+
 def joint_sink(**settings):
     """How far a cube resting across the joint of two cubes on the ground sinks below its ideal
     height after 3 s (issue 22's joint scene)."""

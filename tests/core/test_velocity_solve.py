@@ -4,12 +4,12 @@ carries beyond the springs, momentum, restitution and settings refused."""
 import numpy as np
 import pytest
 
-from addon.core import ModelBuilder, SimulationSettings
+from addon.core import SimulationSettings
 from addon.core.opencl_engine import OpenCLEngine
 from addon.core.reference import ReferenceEngine
 from addon.core.settings import SOLVED_VOXELS
 from bench.contact_figures import rebound_ratio
-from tests.core.helpers import RADIUS, add_cube, engine_for, glancing_cubes, run_for
+from tests.core.helpers import column_of_cubes, engine_for, fastest_motion, glancing_cubes, run_for
 from tests.core.test_conservation import momentum_changes
 from tests.core.test_reference_agreement import colliding_scene
 
@@ -44,11 +44,7 @@ def test_kernels_match_the_reference_solve_over_100_substeps(body_lanes, monkeyp
 
 
 def column_height_lost(**settings):
-    builder = ModelBuilder(RADIUS)
-    for k in range(40):
-        add_cube(builder, (0.0, 0.0, 0.5 + k))
-    builder.add_ground_plane(0.0)
-    top = run_for(engine_for(builder, **settings), 3.0).position[-1]
+    top = run_for(engine_for(column_of_cubes(40), **settings), 3.0).position[-1]
     return (39.5 - top[2]) / 40, np.linalg.norm(top[:2])
 
 
@@ -74,17 +70,10 @@ def test_a_column_comes_to_rest(solved):
     0.35 mm/s. The solve (SOLVED_VOXELS) keeps the column's height (0.06 % lost) but its cubes
     bounce on the slop in a vertical mode (measured 56 mm/s); Box2D's soft contacts in the solve
     settled it to 0.1 mm/s (E14, not kept for the piles' sake)."""
-    builder = ModelBuilder(RADIUS)
-    for k in range(8):
-        add_cube(builder, (0.0, 0.0, 0.5 + k))
-    builder.add_ground_plane(0.0)
-    engine = engine_for(builder, sleep_speed=0.0, **(SOLVED if solved else {"contact_geometry": "voxels"}))
+    engine = engine_for(column_of_cubes(8), sleep_speed=0.0,
+                        **(SOLVED if solved else {"contact_geometry": "voxels"}))
     run_for(engine, 2.0)
-    fastest = 0.0
-    for _ in range(20):
-        engine.step(1)
-        state = engine.body_state()
-        fastest = max(fastest, np.linalg.norm(state.velocity, axis=1).max())
+    fastest, _ = fastest_motion(engine)
     assert fastest < 0.01, fastest
 
 
