@@ -41,8 +41,10 @@ from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
+from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, grown_max_pairs
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, WARM_START_FRACTION,
-                       ROLLING_REGULARIZATION, ROTATION_SWEEPS, SimulationSettings, derive_contact_parameters)
+                       ROLLING_REGULARIZATION, ROTATION_SWEEPS, SimulationSettings, derive_contact_parameters,
+                       solve_softness)
 from .state import BodyState, StateMixin
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, collider_reach
 
@@ -68,12 +70,16 @@ STAGES = (
     Stage("30_colliders.cl"),  # planes and triangles: functions compute_contacts calls
     Stage("40_contacts.cl", ("compute_contacts",)),
     Stage("50_bodies.cl", ("integrate_bodies",)),
-    # if solving: warm start, solve_passes solve passes, relax_passes relax passes, each then applied
-    # (_bind_arguments orders their launches)
+    # if solving (Jacobi form): warm start, solve_passes solve passes, relax_passes relax passes, each
+    # then applied (_bind_arguments orders their launches)
     Stage("60_solve.cl", ("warm_start_contacts", "solve_contacts", "relax_contacts", "apply_solve_impulses",
                           "apply_relax_impulses")),
+    # if solving (coloured form): the body pairs listed and coloured, then the warm start and the
+    # passes a launch per colour (_enqueue_pair_solve: the colours are read back each substep)
+    Stage("61_pair_colouring.cl", ("list_solve_pairs", "bid_for_colour", "take_colour")),
+    Stage("62_pair_solve.cl", ("solve_pair_contacts",)),
 )
-SOLVE_KERNELS = STAGES[-1].kernels
+SOLVE_KERNELS = tuple(kernel for stage in STAGES if stage.number >= 60 for kernel in stage.kernels)
 SOLVE_FIELDS = 5  # float4s per contact record: keep equal to 00_common.h's SOLVE_FIELDS
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
@@ -133,6 +139,15 @@ VOXEL_NEIGHBOUR_SLOTS = 32
 # thousand floats per distinct shape, are left out.)
 _BYTES_PER_PARTICLE_BUT_LISTS = 16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
 BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
+# the coloured solve's pair lists (slot's other side, share, colour, place in a colour's list) and
+# two rounds' bids, at INITIAL_MAX_PAIRS slots (grown if a body needs more)
+PAIR_BYTES_PER_BODY = 4 * 4 * INITIAL_MAX_PAIRS + 4 + 2 * 4
+# Colouring rounds enqueued before the colours are read back: the last substep's colours and
+# these more (a round after the last colour costs one idle launch)
+SPARE_COLOUR_ROUNDS = 2
+# Work-items per pair in the coloured passes on a GPU (a warp; the lanes share out the lower body's
+# particles); on a CPU one
+PAIR_LANES_GPU = 32
 
 
 def bytes_per_particle(contact_geometry: str | None = None) -> int:
@@ -152,7 +167,14 @@ def solve_bytes_per_particle(contact_geometry: str | None = None) -> int:
 
 def estimate_device_memory(particle_count: int, body_count: int, contact_geometry: str | None = None) -> int:
     """Bytes of OpenCL memory a simulation of this size allocates (grid table included)."""
-    return particle_count * bytes_per_particle(contact_geometry) + body_count * BYTES_PER_BODY
+    return (particle_count * bytes_per_particle(contact_geometry)
+            + body_count * (BYTES_PER_BODY + solve_bytes_per_body(contact_geometry)))
+
+
+def solve_bytes_per_body(contact_geometry: str | None = None) -> int:
+    """Device bytes per body of the coloured velocity solve's pair lists (voxel contacts may solve;
+    None: the largest), at INITIAL_MAX_PAIRS slots."""
+    return PAIR_BYTES_PER_BODY if contact_geometry in ("voxels", None) else 0
 
 
 def choose_grid_bits(particle_count: int, lower: np.ndarray, upper: np.ndarray, cell: float) -> tuple[int, int, int]:
@@ -224,6 +246,9 @@ class OpenCLEngine(StateMixin):
         self.voxel_contacts = self.settings.contact_geometry == "voxels"
         # the velocity solve over the contacts' records (kernels/60_solve.cl): voxel contacts only
         self.solve_passes = self.settings.solve_passes
+        self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
+        override = os.environ.get("PRB_PAIR_LANES")  # tests run the GPU path on a CPU with it
+        self.pair_lanes = int(override) if override else (PAIR_LANES_GPU if self.device_info.is_gpu else 1)
         geometry = self.settings.contact_geometry
         if neighbour_skin is None:
             neighbour_skin = {"sdf": SDF_NEIGHBOUR_SKIN, "voxels": VOXEL_NEIGHBOUR_SKIN}.get(geometry, NEIGHBOUR_SKIN)
@@ -262,7 +287,8 @@ class OpenCLEngine(StateMixin):
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
                    f"-DSOLVE_PASSES={self.solve_passes}", f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
-                   f"-DWARM_START_FRACTION={WARM_START_FRACTION!r}f",
+                   f"-DWARM_START_FRACTION={WARM_START_FRACTION[self.settings.solve_form]!r}f",
+                   f"-DPAIR_LANES={self.pair_lanes}",
                    "-cl-denorms-are-zero"]
         source = program_source()
         self.program = cl.Program(self.context, source).build(options=options)
@@ -343,6 +369,14 @@ class OpenCLEngine(StateMixin):
         a["solve_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
         a["solve_angular_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
         a["body_solve_count"] = buffer(nbytes=4 * body_count if solving else 16)
+        self.max_pairs = INITIAL_MAX_PAIRS
+        self._allocate_pairs()
+        a["pair_bid"] = buffer(nbytes=2 * 4 * body_count if self.coloured_solve else 16)
+        a["pair_totals"] = buffer(nbytes=4 * (3 + MAX_PAIR_COLOURS + 1))
+        self.colour_rounds = 1  # colouring rounds to enqueue (the last substep's colours)
+        self._pair_totals = np.zeros(3 + MAX_PAIR_COLOURS + 1, np.int32)
+        self._colour_kernels = {}
+        self.colour_pair_counts = np.zeros(0, np.int64)
         a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
         impacts = np.zeros(particle_count * FRICTION_SLOTS if solving else 4, np.float32)
         self._double_buffer("history_impact_in", "history_impact_out", buffer(impacts), buffer(impacts))
@@ -419,6 +453,13 @@ class OpenCLEngine(StateMixin):
         a["group_offset"] = buffer(nbytes=4 * self.scan_group_count)
         self.queue.finish()
 
+    def _allocate_pairs(self):
+        """The coloured solve's pair lists at max_pairs slots per body (placeholders otherwise)."""
+        slots = self.body_count * self.max_pairs if self.coloured_solve else 4
+        for name in ("pair_other", "pair_share", "pair_colour", "colour_pairs"):
+            self.arguments[name] = self._buffer(nbytes=4 * slots)
+        self.arguments["pair_count"] = self._buffer(nbytes=4 * self.body_count if self.coloured_solve else 16)
+
     def _upload_body_fields(self):
         """The shapes' signed-distance fields (SDF contacts; one-element placeholders otherwise)."""
         a, buffer = self.arguments, self._buffer
@@ -470,8 +511,12 @@ class OpenCLEngine(StateMixin):
             neighbour_reach2=np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2),
             # REBUILD_FRACTION: a little under half, for rounding
             rebuild_distance=np.float32(self.rebuild_fraction * diameter * self.neighbour_skin),
-            solve_constants=np.array([self.settings.solve_slop * pr.radius, self.settings.solve_push_speed, 0, 0],
+            solve_constants=np.array([self.settings.solve_slop * pr.radius, self.settings.solve_push_speed,
+                                      *solve_softness(pr.substep, self.settings.solve_hertz_fraction)],
                                      dtype=np.float32),
+            max_pairs=np.int32(self.max_pairs),
+            # set per launch by _enqueue_pair_solve
+            solve_colour=np.int32(0), solve_kind=np.int32(0),
         )
         self._bind()
         particles = (_round_up(particle_count),)
@@ -493,10 +538,12 @@ class OpenCLEngine(StateMixin):
             "relax_contacts": (particles, None),
             "apply_solve_impulses": ((_round_up(body_count),), None),
             "apply_relax_impulses": ((_round_up(body_count),), None),
+            "list_solve_pairs": ((_round_up(body_count),), None),
         }
-        # what a substep enqueues, in order: (kernel's two instances, global size, local size, name)
+        # what a substep enqueues, in order: (kernel's two instances, global size, local size, name);
+        # the coloured solve's launches follow them (_enqueue_pair_solve)
         order = [name for name in LAUNCH_ORDER if name not in SOLVE_KERNELS]
-        if self.solve_passes:
+        if self.solve_passes and not self.coloured_solve:
             order += ["warm_start_contacts", "apply_solve_impulses"]
             order += ["solve_contacts", "apply_solve_impulses"] * self.solve_passes
             order += ["relax_contacts", "apply_relax_impulses"] * self.settings.relax_passes
@@ -573,8 +620,78 @@ class OpenCLEngine(StateMixin):
         else:
             for kernels, global_size, local_size, _ in self._launches:
                 enqueue(queue, kernels[parity], global_size, local_size)
+        if self.coloured_solve:
+            self._enqueue_pair_solve(parity)
         self.substep_parity = 1 - parity
         self.colliders.tau += self.params.substep
+
+    def _colour_kernel(self, name, colour, kind, parity):
+        """The instance of coloured-solve kernel ``name`` for one colour (and pass kind), its arguments
+        set once, so that a substep's launches only enqueue (setting an argument per launch cost
+        more host time than the launch)."""
+        key = (name, colour, kind, parity)
+        kernel = self._colour_kernels.get(key)
+        if kernel is None:
+            kernel = self.cl.Kernel(self.program, name)
+            for index, parameter in enumerate(self.kernel_parameters[name]):
+                value = {"solve_colour": np.int32(colour), "solve_kind": np.int32(kind)}.get(
+                    parameter, self.arguments[parameter])
+                kernel.set_arg(index, value[parity] if isinstance(value, ByParity) else value)
+            self._colour_kernels[key] = kernel
+        return kernel
+
+    def _enqueue(self, kernel, name, global_size, local_size):
+        event = self.cl.enqueue_nd_range_kernel(self.queue, kernel, global_size, local_size)
+        if self.profile:
+            self._record(name, event)
+
+    def _colour_pairs(self, parity) -> np.ndarray:
+        """List and colour the substep's body pairs (61_pair_colouring.cl); the pair totals read back
+        (the host waits for the substep so far): how many pairs each colour holds."""
+        cl, a = self.cl, self.arguments
+        totals = self._pair_totals
+        while True:
+            cl.enqueue_fill_buffer(self.queue, a["pair_totals"], np.int32(0), 0, totals.nbytes)
+            self._enqueue(self._kernels["list_solve_pairs"][parity], "list_solve_pairs",
+                          *self._work_sizes["list_solve_pairs"])
+            slots = (_round_up(self.body_count * self.max_pairs),)
+            colours = 0
+            while True:
+                for colour in range(colours, colours + self.colour_rounds + SPARE_COLOUR_ROUNDS):
+                    if colour >= MAX_PAIR_COLOURS:
+                        raise RuntimeError(f"the coloured solve needs more than {MAX_PAIR_COLOURS} colours: a body "
+                                           "touches too many others; use the Jacobi form (solve_form 'jacobi')")
+                    for name in ("bid_for_colour", "take_colour"):
+                        self._enqueue(self._colour_kernel(name, colour, 0, parity), name, slots, None)
+                colours = colour + 1
+                cl.enqueue_copy(self.queue, totals, a["pair_totals"])
+                if totals[1] > self.max_pairs or totals[2] == totals[0]:
+                    break
+            if totals[1] <= self.max_pairs:
+                break
+            # a body needs more pair slots: grow every body's, list again
+            self.max_pairs = grown_max_pairs(self.max_pairs, int(totals[1]))
+            self._allocate_pairs()
+            self.arguments["max_pairs"] = np.int32(self.max_pairs)
+            self._bind(("pair_other", "pair_share", "pair_colour", "colour_pairs", "pair_count", "max_pairs"))
+            self._colour_kernels.clear()
+        starts = totals[3:3 + colours]
+        used = int(np.searchsorted(starts, totals[2], side="left"))  # colours that hold a pair
+        self.colour_rounds = max(used, 1)
+        self.colour_pair_counts = np.diff(np.append(starts[:used], totals[2]))  # the last substep's
+        return self.colour_pair_counts
+
+    def _enqueue_pair_solve(self, parity):
+        """The coloured solve's launches (62_pair_solve.cl): the warm start, the solve passes and the
+        relax passes, each a launch per colour, a work-group of pair_lanes work-items per pair."""
+        counts = self._colour_pairs(parity)
+        kinds = [0] + [1] * self.solve_passes + [2] * self.settings.relax_passes
+        lanes = self.pair_lanes
+        sizes = [((int(count) * lanes,), (lanes,)) for count in counts]
+        for kind in kinds:
+            for colour, (global_size, local_size) in enumerate(sizes):
+                self._enqueue(self._colour_kernel("solve_pair_contacts", colour, kind, parity),
+                              "solve_pair_contacts", global_size, local_size)
 
     @property
     def rebuilds(self) -> int:

@@ -14,8 +14,9 @@ One substep (seed ch. 5-6, with friction and restitution added):
  3. per body: F = sum f + M g, T = sum (r x f + tau); P += F dt, L += T dt, damping, terminal speed
  4. x += v dt; q by the implicit-midpoint / Cayley rotation step (``_rotation_step``, 00_common.h
     rotation_step); w = R I^-1 R^T L (3-4: ``_integrate``, 50_bodies.cl integrate_bodies)
- 5. voxel contacts with ``solve_passes``: Jacobi passes of a velocity solve over the contacts of
-    step 2 (``_solve``, 60_solve.cl)
+ 5. voxel contacts with ``solve_passes``: passes of a velocity solve over the contacts of step 2,
+    Jacobi (``_solve``, 60_solve.cl) or over coloured body pairs (``_solve_pairs``,
+    61_pair_colouring.cl and 62_pair_solve.cl)
 """
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ from .voxel_pairs import (PUSH_OUT_SPEED, VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, e
                           push_out_birth_depth, voxel_pair)
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
+from .pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
-                       WARM_START_FRACTION, SimulationSettings, derive_contact_parameters)
+                       WARM_START_FRACTION, SimulationSettings, derive_contact_parameters, solve_softness)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
 
@@ -79,6 +81,9 @@ class ReferenceEngine(StateMixin):
         self.faces = exposed_faces(m) if self.voxels else None
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = self.settings.solve_passes
+        self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
+        self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
+        self.pairs = None  # the last substep's coloured pairs (pair_colouring.SolvePairs)
         # per friction slot: the fastest the contact has closed since it last parted (restitution)
         self.history_impact = np.zeros((m.particle_count, FRICTION_SLOTS))
         # per friction slot: the contact's impulses at the end of the substep (tangential, normal)
@@ -430,7 +435,11 @@ class ReferenceEngine(StateMixin):
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         self.colliders.tau += dt
         self._integrate(force, torque, offset_world)
-        if self.solve_passes:
+        if self.coloured_solve:
+            self.pairs = self._colour_solve_pairs()
+            for kind in ["warm"] + ["solve"] * self.solve_passes + ["relax"] * self.settings.relax_passes:
+                self._solve_pairs(kind)
+        elif self.solve_passes:
             self._solve("warm")
             for _ in range(self.solve_passes):
                 self._solve("solve")
@@ -509,7 +518,7 @@ class ReferenceEngine(StateMixin):
         self.new_history_impact[i, slot] = impact
         warm = np.zeros(4)
         if old is not None:
-            warm = self.history_impulse[i, old] * WARM_START_FRACTION
+            warm = self.history_impulse[i, old] * WARM_START_FRACTION[self.settings.solve_form]
             warm[:3] -= (warm[:3] @ n) * n  # friction in the contact's tangent plane now
         self.new_history_impulse[i, slot] = warm
         material_i = self.model.body_material[self.model.particle_body[i]]
@@ -521,11 +530,63 @@ class ReferenceEngine(StateMixin):
 
     def _split_inverse_mass(self, b, count, arm, u):
         """Body b's inverse mass along u at arm times its contacts' shares (0: static or asleep)."""
-        if count[b] == 0.0:
+        if b < 0 or count[b] == 0.0:
             return 0.0
         rot = self._rotation(b)
         c = np.cross(arm, u)
         return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
+
+    def _record_impulse(self, record, b, velocity, omega, count, kind):
+        """The record's accumulated impulses (tangential, normal) after a "solve" or "relax" pass
+        from the bodies' velocities and angular velocities given, the masses split by ``count``
+        (60_solve.cl solve_record_impulse): closing at most what leaves it at the slop after the
+        substep, a deeper one pushed out (but not while relaxing), soft below the slop when the
+        solve is (Box2D's soft step), an impact parting at its restitution."""
+        n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot = record
+        dt = self.params.substep
+        slop = self.settings.solve_slop * self.model.particle_radius
+        bias_rate, soft_mass_scale = solve_softness(dt, self.settings.solve_hertz_fraction)
+        v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
+        v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
+        vn = v_rel @ n
+        allowed = (slop - depth) / dt
+        bounce = min(max(2.0 * impact / IMPACT_SPEED - 1.0, 0.0), 1.0)  # faded in from half IMPACT_SPEED
+        mass_scale, impulse_scale = 1.0, 0.0
+        if kind != "relax" and allowed < 0.0 and soft_mass_scale < 1.0:
+            soft = 1.0 - bounce
+            allowed += soft * (-bias_rate * (depth - slop) - allowed)
+            mass_scale = 1.0 - soft * (1.0 - soft_mass_scale)
+            impulse_scale = 1.0 - mass_scale
+        allowed = max(allowed, 0.0) if kind == "relax" else max(allowed, -self.settings.solve_push_speed)
+        if bounce > 0.0:
+            allowed = min(allowed, -bounce * restitution * impact)
+        k_n = self._split_inverse_mass(b, count, arm_i, n) + self._split_inverse_mass(other, count, arm_j, n)
+        new_normal = max(normal + mass_scale * share * (vn - allowed) / k_n - impulse_scale * normal, 0.0)
+        new_tangential = tangential.copy()
+        v_t = v_rel - vn * n
+        slip = np.linalg.norm(v_t)
+        if slip > 1e-9:
+            t = v_t / slip
+            k_t = self._split_inverse_mass(b, count, arm_i, t) + self._split_inverse_mass(other, count, arm_j, t)
+            new_tangential -= share * v_t / k_t
+        held = np.linalg.norm(new_tangential)
+        if held > mu * new_normal:
+            new_tangential *= mu * new_normal / held if held > 0 else 0.0
+        return new_tangential, new_normal
+
+    def _change_momenta(self, b, impulse, moment, move, omega_before):
+        """Body b's momenta changed by an impulse and its moment, and with ``move`` its pose, as if
+        the substep had run with the new velocities (60_solve.cl change_body_momenta)."""
+        if not (impulse.any() or moment.any()):
+            return
+        dt = self.params.substep
+        self.P[b] += impulse
+        self.L[b] += moment
+        if move:
+            self.x[b] += impulse / self.model.body_mass[b] * dt
+            turn = 0.5 * dt * (self._omega(b) - omega_before)
+            q = self.q[b] + quaternion_multiply(np.concatenate([[0.0], turn]), self.q[b])
+            self.q[b] = q / np.linalg.norm(q)
 
     def _solve(self, kind):
         """One Jacobi pass (60_solve.cl solve_particle_contacts, apply_body_impulses): "warm", the
@@ -533,9 +594,6 @@ class ReferenceEngine(StateMixin):
         now; "relax", the same without the push-out; then every body's sum of them applied to its
         momenta and velocities, and but for "relax" to its pose."""
         m = self.model
-        dt = self.params.substep
-        slop = self.settings.solve_slop * m.particle_radius
-        push_speed = self.settings.solve_push_speed
         awake = ~self._is_asleep(self.quiet)
         count = np.zeros(m.body_count)
         for i, records in self.records.items():
@@ -550,53 +608,85 @@ class ReferenceEngine(StateMixin):
             if not awake[b]:
                 continue
             for record in records:
-                n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot = record
+                n, other, arm_i = record[0], record[1], record[2]
+                tangential, normal, slot = record[9], record[10], record[11]
                 if other >= 0 and not awake[other]:
                     continue  # left to the springs until the sleeping body wakes
                 if kind == "warm":
                     j = -normal * n + tangential
-                    impulse[b] += j
-                    moment[b] += np.cross(arm_i, j)
-                    continue
-                v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
-                v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
-                vn = v_rel @ n
-                allowed = (slop - depth) / dt
-                allowed = max(allowed, 0.0) if kind == "relax" else max(allowed, -push_speed)
-                bounce = min(max(2.0 * impact / IMPACT_SPEED - 1.0, 0.0), 1.0)  # faded in from half IMPACT_SPEED
-                if bounce > 0.0:
-                    allowed = min(allowed, -bounce * restitution * impact)
-                k_n = self._split_inverse_mass(b, count, arm_i, n)
-                if other >= 0:
-                    k_n += self._split_inverse_mass(other, count, arm_j, n)
-                new_normal = max(normal + share * (vn - allowed) / k_n, 0.0)
-                new_tangential = tangential.copy()
-                v_t = v_rel - vn * n
-                slip = np.linalg.norm(v_t)
-                if slip > 1e-9:
-                    t = v_t / slip
-                    k_t = self._split_inverse_mass(b, count, arm_i, t)
-                    if other >= 0:
-                        k_t += self._split_inverse_mass(other, count, arm_j, t)
-                    new_tangential -= share * v_t / k_t
-                held = np.linalg.norm(new_tangential)
-                if held > mu * new_normal:
-                    new_tangential *= mu * new_normal / held if held > 0 else 0.0
-                j = -(new_normal - normal) * n + (new_tangential - tangential)
-                record[9], record[10] = new_tangential, new_normal
-                self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
+                else:
+                    new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count, kind)
+                    j = -(new_normal - normal) * n + (new_tangential - tangential)
+                    record[9], record[10] = new_tangential, new_normal
+                    self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
                 impulse[b] += j
                 moment[b] += np.cross(arm_i, j)
         for b in np.flatnonzero(awake):
-            if not (impulse[b].any() or moment[b].any()):
-                continue
-            self.P[b] += impulse[b]
-            self.L[b] += moment[b]
-            if kind != "relax":
-                self.x[b] += impulse[b] / m.body_mass[b] * dt
-                turn = 0.5 * dt * (self._omega(b) - omega[b])
-                q = self.q[b] + quaternion_multiply(np.concatenate([[0.0], turn]), self.q[b])
-                self.q[b] = q / np.linalg.norm(q)
+            self._change_momenta(b, impulse[b], moment[b], kind != "relax", omega[b])
+
+    def _pair_records(self, b, other):
+        """(particle, record) of pair (b, other) on b's particles in walk order (other: a body of
+        higher index, or STATIC_BODY for every static side)."""
+        m = self.model
+        first = m.body_first_particle[b]
+        for i in range(first, first + m.body_particle_count[b]):
+            for record in sorted(self.records.get(i, ()), key=lambda r: r[11]):
+                if (record[1] == other) if other >= 0 else record[1] < 0:
+                    yield i, record
+
+    def _colour_solve_pairs(self):
+        """The substep's body pairs and their colours (61_pair_colouring.cl; pair_colouring)."""
+        m = self.model
+        awake = ~self._is_asleep(self.quiet)
+        body_records = []
+        for b in range(m.body_count):
+            found = []
+            if awake[b]:
+                first = m.body_first_particle[b]
+                for i in range(first, first + m.body_particle_count[b]):
+                    for record in sorted(self.records.get(i, ()), key=lambda r: r[11]):
+                        other = record[1]
+                        if other < 0 or (other > b and awake[other]):
+                            found.append((other, record[5]))
+            body_records.append(found)
+        pairs, needed = list_pairs(body_records, self.max_pairs)
+        if needed > self.max_pairs:
+            self.max_pairs = grown_max_pairs(self.max_pairs, needed)
+            pairs, _ = list_pairs(body_records, self.max_pairs)
+        return colour_pairs(pairs, self.max_pairs, m.body_count)
+
+    def _solve_pairs(self, kind):
+        """One coloured pass (62_pair_solve.cl): colour after colour, each pair's records on its lower
+        body solved together from the two bodies' velocities now, the masses split over the pair's
+        records, their sum applied to both bodies at once (kind as in ``_solve``)."""
+        m = self.model
+        pairs = self.pairs
+        for colour in range(pairs.colour_count):
+            for index in pairs.of_colour(colour):
+                b, c = int(pairs.pair_body[index]), int(pairs.pair_other[index])
+                split = max(pairs.pair_share[index], 1e-6)
+                count = np.full(m.body_count, split)
+                velocity = self.P / m.body_mass[:, None]
+                omega = {b: self._omega(b)}
+                if c >= 0:
+                    omega[c] = self._omega(c)
+                impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
+                for i, record in self._pair_records(b, c):
+                    n, arm_i, arm_j = record[0], record[2], record[4]
+                    tangential, normal, slot = record[9], record[10], record[11]
+                    if kind == "warm":
+                        j = -normal * n + tangential
+                    else:
+                        new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count, kind)
+                        j = -(new_normal - normal) * n + (new_tangential - tangential)
+                        record[9], record[10] = new_tangential, new_normal
+                        self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
+                    impulse += j
+                    moment_b += np.cross(arm_i, j)
+                    moment_c -= np.cross(arm_j, j)
+                self._change_momenta(b, impulse, moment_b, kind != "relax", omega[b])
+                if c >= 0:
+                    self._change_momenta(c, -impulse, moment_c, kind != "relax", omega[c])
 
     def _integrate(self, force, torque, offset_world):
         m = self.model

@@ -58,11 +58,45 @@ DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05 / 1
 # Jacobi passes per substep: a pass carries a load one body further down a stack, and 4 or 8 left
 # the 10k and 100k piles' loads on the springs (corners 12-32 cm deep); 16 hold them.
 SOLVED_VOXELS = {"contact_geometry": "voxels", "target_penetration": 0.05, "solve_passes": 16}
-# The share of a contact's last impulses the next substep starts from (warm start): all of them
-# lift the 40-cube column (each Jacobi pass lowers an impulse that is too large only by a fraction,
+# The same with the coloured solve (solve_form "coloured"; E15)
+COLOURED_VOXELS = {**SOLVED_VOXELS, "solve_form": "coloured"}
+# How the solve's passes visit the contacts (solve_form): "jacobi", every contact from the bodies'
+# velocities at the pass's start, each body's mass split over all its contacts (E13); "coloured",
+# the body pairs coloured so that no two pairs of a colour share a body, the colours one after
+# another (Gauss-Seidel across pairs), a pair's contacts together from its two bodies' velocities
+# with the masses split over that pair's contacts only (Jacobi within a pair; E14, E15).
+SOLVE_FORMS = ("jacobi", "coloured")
+# The share of a contact's last impulses the next substep starts from (warm start). Jacobi: all of
+# them lift the 40-cube column (each pass lowers an impulse that is too large only by a fraction,
 # so every substep ends above the need), 0.9 lets it drift 18 cm, 0.7 holds it and still carries
-# the 10k and 100k piles' loads, 0.6 lets the 10k pile's corners sink 2 cm on the way (E13).
-WARM_START_FRACTION = 0.7
+# the 10k and 100k piles' loads, 0.6 lets the 10k pile's corners sink 2 cm on the way (E13), but
+# 0.7 leaves a cube offset on another rocking at 1-3 mm/s (E14). Coloured: all of them, as Box2D
+# (a pass converges far enough that the soft step's leak settles the excess; E14).
+WARM_START_FRACTION = {"jacobi": 0.7, "coloured": 1.0}
+# Per form, how deep a contact may go before it stops closing (fraction of the particle radius)
+# and the soft step's frequency (a fraction of the substep rate; 0: rigid). Jacobi: rigid, and
+# at a slop of 0.003 the 40-cube column drifts 12 cm sideways, at 0.0035 0.07 um (E13). Coloured:
+# contacts deeper than the slop are soft (Box2D's soft step), which settles a face's redundant
+# contacts; 0.25 rested the 1000-cube pile sooner than 0.5 (84 % against 74 % at 5 s) with the
+# same 10k pile (E14); the slop of 0.001 keeps five rows of cubes within 0.3 cm.
+DEFAULT_SOLVE_SLOP = {"jacobi": 0.0035, "coloured": 0.001}
+DEFAULT_SOLVE_HERTZ_FRACTION = {"jacobi": 0.0, "coloured": 0.25}
+# A soft contact is a damped spring of this damping ratio (Box2D's contact damping ratio)
+SOLVE_DAMPING_RATIO = 10.0
+
+
+def solve_softness(substep: float, hertz_fraction: float) -> tuple[float, float]:
+    """(bias rate in 1/s, mass scale) of the solve's soft contacts (Box2D's b2MakeSoft): a contact
+    deeper than the slop by d is pushed out at bias rate x d, each pass reaching mass scale of the
+    impulse that would do it and leaking 1 - mass scale of what it holds. Rigid (0): (0, 1)."""
+    if hertz_fraction == 0.0:
+        return 0.0, 1.0
+    omega = 2.0 * math.pi * hertz_fraction / substep
+    a1 = 2.0 * SOLVE_DAMPING_RATIO + substep * omega
+    a2 = substep * omega * a1
+    return omega / a1, a2 / (1.0 + a2)
+
+
 # A contact closing faster than this (m/s; Box2D's restitution threshold) is an impact: the solve
 # makes it part at its restitution times the fastest it closed since it last parted (the springs,
 # at the particles' stiffness, let an impact corner sink 2.7 cm); slower ones stop.
@@ -95,15 +129,18 @@ class SimulationSettings:
     # sharp edges between bodies, piles that stand like Newton's and Bullet's boxes (E11, E12).
     contact_geometry: str = "particles"
     # Rigid Voxels only: passes of the velocity solve over the contacts after each substep
-    # (kernels/60_solve.cl; 0: none) and of its relax step (without the
-    # push-out, on the velocities only); how deep a contact may go before it stops closing (fraction
-    # of the particle radius: each layer of a stack sits this deep, so five rows of cubes sink
-    # 15 of it; at 0.003 the 40-cube column drifts 12 cm sideways, at 0.0035 0.07 um, E13) and how
-    # fast the solve pushes a deeper one out (m/s).
+    # (kernels/60_solve.cl and 62_pair_solve.cl; 0: none) and of its relax step (without the
+    # push-out, on the velocities only); how the passes visit the contacts (SOLVE_FORMS); how deep
+    # a contact may go before it stops closing (fraction of the particle radius: each layer of a
+    # stack sits this deep, so five rows of cubes sink 15 of it; None: DEFAULT_SOLVE_SLOP), how
+    # fast the solve pushes a deeper one out (m/s), and the soft step's frequency, a fraction of
+    # the substep rate (0: rigid; None: DEFAULT_SOLVE_HERTZ_FRACTION).
     solve_passes: int = 0
     relax_passes: int = 1
-    solve_slop: float = 0.0035
+    solve_form: str = "jacobi"
+    solve_slop: float | None = None
     solve_push_speed: float = 0.5
+    solve_hertz_fraction: float | None = None
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
@@ -123,6 +160,14 @@ class SimulationSettings:
         if self.solve_passes and self.contact_geometry != "voxels":
             raise ValueError(f"the velocity solve needs Rigid Voxels contacts (contact geometry 'voxels'), "
                              f"got {self.contact_geometry!r} with {self.solve_passes} solve passes")
+        if self.solve_form not in SOLVE_FORMS:
+            raise ValueError(f"solve form must be one of {', '.join(SOLVE_FORMS)}, got {self.solve_form!r}")
+        if self.solve_slop is None:
+            self.solve_slop = DEFAULT_SOLVE_SLOP[self.solve_form]
+        if self.solve_hertz_fraction is None:
+            self.solve_hertz_fraction = DEFAULT_SOLVE_HERTZ_FRACTION[self.solve_form]
+        if not (0 <= self.solve_hertz_fraction <= 1):
+            raise ValueError(f"solve hertz fraction must be in [0, 1] (0: rigid), got {self.solve_hertz_fraction}")
         if not (0 < self.solve_slop <= 1):
             raise ValueError(f"solve slop must be in (0, 1], got {self.solve_slop}")
         if not (self.solve_push_speed > 0 and math.isfinite(self.solve_push_speed)):

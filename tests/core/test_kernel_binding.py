@@ -65,7 +65,7 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     the ones the engine allocates (SDF contacts' lists are twice as long; particle contacts must not be
     refused for memory they do not use)."""
     from addon.core import SimulationSettings
-    from addon.core.opencl_engine import estimate_device_memory, solve_bytes_per_particle
+    from addon.core.opencl_engine import estimate_device_memory, solve_bytes_per_body, solve_bytes_per_particle
     from addon.core.settings import CONTACT_GEOMETRIES
 
     engine = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=geometry))
@@ -74,11 +74,18 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     other_slots = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=other)).neighbour_slots
     difference = estimate_device_memory(particles, bodies, geometry) - estimate_device_memory(particles, bodies, other)
     solve_difference = solve_bytes_per_particle(geometry) - solve_bytes_per_particle(other)
-    assert difference == 4 * particles * (engine.neighbour_slots - other_slots) + particles * solve_difference
+    pair_difference = solve_bytes_per_body(geometry) - solve_bytes_per_body(other)
+    assert difference == (4 * particles * (engine.neighbour_slots - other_slots) + particles * solve_difference
+                          + bodies * pair_difference)
     assert engine.arguments["neighbour_list"].size == 4 * particles * engine.neighbour_slots
     # the velocity solve's records: counted for Rigid Voxels, which may solve (settings.solve_passes)
-    from addon.core.settings import SOLVED_VOXELS
+    from addon.core.settings import COLOURED_VOXELS, SOLVED_VOXELS
     solving = OpenCLEngine(cube_pile(8), SimulationSettings(**SOLVED_VOXELS)) if geometry == "voxels" else engine
     assert (solving.arguments["solve_record"].size >= 16 * 5 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
+    # and the coloured solve's pair lists, per body
+    coloured = OpenCLEngine(cube_pile(8), SimulationSettings(**COLOURED_VOXELS)) if geometry == "voxels" else engine
+    pair_lists = sum(coloured.arguments[name].size for name in ("pair_other", "pair_share", "pair_colour",
+                                                                  "colour_pairs", "pair_count", "pair_bid"))
+    assert (pair_lists >= bodies * solve_bytes_per_body("voxels")) == (solve_bytes_per_body(geometry) > 0)
     assert estimate_device_memory(particles, bodies) == max(estimate_device_memory(particles, bodies, g)
                                                             for g in CONTACT_GEOMETRIES)

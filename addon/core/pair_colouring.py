@@ -1,0 +1,100 @@
+"""The body pairs of the coloured velocity solve and their colouring (kernels/61_pair_colouring.cl),
+in NumPy for the reference step and the tests.
+
+A pair is a body and another it has contact records with: a body of higher index, or all static
+sides at once (STATIC_BODY). Body b lists its pairs in ``max_pairs`` slots, pair g = b * max_pairs + p,
+in order of the other side (static first): the order of a particle's records follows the neighbour
+lists, which differ between devices and the reference.
+Colours are Jones-Plassmann rounds: each round the pairs not yet coloured whose priority beats
+every other uncoloured pair at both their bodies take the round's colour, so no two pairs of a
+colour share a body. Priorities are a bijection of g (a multiplication by an odd number modulo
+2^32), so the colouring is the same on every device.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .model import STATIC_BODY
+
+# Pair slots per body to start with; a body that needs more doubles them for every body (the
+# kernels count the need, the engine grows the lists and lists again): a cube in a pile is the
+# lower body of about 3-6 pairs.
+INITIAL_MAX_PAIRS = 8
+PRIORITY_MULTIPLIER = 0x9E3779B1
+# No scene should need nearly this many colours (each colour is a launch per pass): a body with
+# this many neighbours of higher index is refused with a clear message.
+MAX_PAIR_COLOURS = 1024
+
+
+def grown_max_pairs(current: int, needed: int) -> int:
+    """Pair slots per body after a body needed ``needed``: doubled until they hold it."""
+    size = current
+    while size < needed:
+        size *= 2
+    return size
+
+
+def pair_priority(g: np.ndarray | int) -> np.ndarray:
+    """The colouring's priority of pair slot g (as uint32: pair_priority in the kernels)."""
+    return (np.asarray(g, dtype=np.uint64) * PRIORITY_MULTIPLIER) % (1 << 32)
+
+
+@dataclass
+class SolvePairs:
+    """Pairs of one substep: slot -> (lower body, other side), their records' shares, colours."""
+    max_pairs: int
+    pair_slot: np.ndarray       # (G,) g = b * max_pairs + p
+    pair_body: np.ndarray       # (G,)
+    pair_other: np.ndarray      # (G,) a body of higher index or STATIC_BODY
+    pair_share: np.ndarray      # (G,) the shares of the pair's records on the lower body
+    pair_colour: np.ndarray     # (G,)
+
+    @property
+    def colour_count(self) -> int:
+        return int(self.pair_colour.max()) + 1 if len(self.pair_colour) else 0
+
+    def of_colour(self, colour: int) -> np.ndarray:
+        """Indices (into the arrays) of colour ``colour``'s pairs, in slot order."""
+        return np.flatnonzero(self.pair_colour == colour)
+
+
+def list_pairs(body_records: list[list[tuple[int, float]]], max_pairs: int) -> tuple[dict, int]:
+    """Each body's pairs from its records as (other side, share) (sleeping bodies and the mirrors
+    already left out): ({(b, p): (other, share)}, the most pairs a body needed)."""
+    pairs = {}
+    needed = 0
+    for b, records in enumerate(body_records):
+        share: dict[int, float] = {}
+        for other, record_share in records:
+            key = other if other >= 0 else STATIC_BODY
+            share[key] = share.get(key, 0.0) + record_share
+        needed = max(needed, len(share))
+        for p, key in enumerate(sorted(share)[:max_pairs]):
+            pairs[(b, p)] = (key, share[key])
+    return pairs, needed
+
+
+def colour_pairs(pairs: dict, max_pairs: int, body_count: int) -> SolvePairs:
+    """Jones-Plassmann colouring of ``pairs`` (list_pairs) as the kernels do it."""
+    keys = sorted(pairs)
+    slot = np.array([b * max_pairs + p for b, p in keys], dtype=np.int64)
+    body = np.array([b for b, _ in keys], dtype=np.int64)
+    other = np.array([pairs[k][0] for k in keys], dtype=np.int64)
+    share = np.array([pairs[k][1] for k in keys], dtype=np.float64)
+    colour = np.full(len(keys), -1, dtype=np.int64)
+    priority = pair_priority(slot).astype(np.int64)
+    round_ = 0
+    while (colour < 0).any():
+        if round_ >= MAX_PAIR_COLOURS:
+            raise RuntimeError(f"the coloured solve needs more than {MAX_PAIR_COLOURS} colours")
+        open_ = colour < 0
+        best = np.full(body_count, -1, dtype=np.int64)
+        np.maximum.at(best, body[open_], priority[open_])
+        dynamic = open_ & (other >= 0)
+        np.maximum.at(best, other[dynamic], priority[dynamic])
+        wins = open_ & (best[body] == priority) & ((other < 0) | (best[np.maximum(other, 0)] == priority))
+        colour[wins] = round_
+        round_ += 1
+    return SolvePairs(max_pairs, slot, body, other, share, colour)

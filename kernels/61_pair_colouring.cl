@@ -1,0 +1,125 @@
+// Stage 61, the body pairs of the coloured solve (solve_form "coloured"; contact-solve.md E15) and
+// their colouring, each substep after the contacts are recorded. A pair is a body and another it
+// has records with: a body of higher index, or every static side at once (STATIC_BODY). Its
+// records are those on the lower body's particles (the other body's mirror them: the voxel
+// contacts give both sides the same normal, depth, point and share), so the pass that solves
+// them (62_pair_solve.cl) changes both bodies itself. Each body lists the pairs it is the lower
+// body of in max_pairs slots (pair g = b * max_pairs + p, in order of the other side); more counts
+// in pair_totals[1] and the host grows the lists and lists again.
+//
+// pair_totals: [0] the pairs listed, [1] max_pairs + 1 if a body needed more slots, [2] the
+// pairs coloured so far (the length of colour_pairs), [PAIR_COLOUR_STARTS + c] where colour c's
+// pairs start in colour_pairs.
+#define PAIR_COLOUR_STARTS 3
+
+__kernel void list_solve_pairs(
+    const int body_count,
+    const int history_stride,
+    const int max_pairs,
+    const float4 sleep,
+    __global const int *body_first_particle,
+    __global const int *body_particle_count,
+    __global const uchar *solve_count,
+    __global const float4 *solve_record,
+    __global const float *body_quiet,
+    __global int *pair_other,
+    __global int *pair_count,
+    __global float *pair_share,
+    __global int *pair_colour,
+    __global uint *pair_bid,
+    __global int *pair_totals)
+{
+    int b = get_global_id(0);
+    if (b >= body_count) return;
+    __global int *other_of = pair_other + b * max_pairs;
+    __global float *share_of = pair_share + b * max_pairs;
+    int listed = 0, unlisted = 0;
+    if (!is_asleep(body_quiet[b], sleep)) {
+        int end = body_first_particle[b] + body_particle_count[b];
+        for (int i = body_first_particle[b]; i < end; ++i) {
+            for (int k = 0; k < solve_count[i]; ++k) {
+                __global const float4 *r = solve_record + k * SOLVE_FIELDS * history_stride + i;
+                int other = as_int(r[0].w);
+                // the higher body's side of a pair is the lower one's mirror; a sleeping body's
+                // contacts are left to the springs until it wakes (as in the Jacobi passes)
+                if (other == NO_RECORD || (other >= 0 && (other < b || is_asleep(body_quiet[other], sleep)))) continue;
+                // kept in order of the other side (static first), not of the records' slots (which
+                // follow the neighbour lists' order), so every device lists the same pairs
+                int key = (other >= 0) ? other : STATIC_BODY;
+                int at = 0;
+                while (at < listed && other_of[at] < key) ++at;
+                if (at == listed || other_of[at] != key) {
+                    if (listed == max_pairs) { ++unlisted; continue; }
+                    for (int p = listed; p > at; --p) {
+                        other_of[p] = other_of[p - 1];
+                        share_of[p] = share_of[p - 1];
+                    }
+                    ++listed;
+                    other_of[at] = key;
+                    share_of[at] = 0.0f;
+                }
+                share_of[at] += r[2 * history_stride].w;
+            }
+        }
+    }
+    pair_count[b] = listed;
+    for (int p = 0; p < listed; ++p) pair_colour[b * max_pairs + p] = -1;
+    pair_bid[b] = 0u;
+    if (listed) atomic_add(pair_totals, listed);
+    if (unlisted) atomic_max(pair_totals + 1, max_pairs + 1);  // the host doubles the slots until they hold it
+}
+
+// Jones-Plassmann: each round, every pair not yet coloured bids its priority at its bodies; the
+// pairs that outbid every other at both take the round's colour (no two share a body). The
+// priorities are a bijection of the pair's index, so the colouring is deterministic.
+inline uint pair_priority(int g)
+{
+    return (uint)g * 0x9E3779B1u;
+}
+
+// pair_bid holds two rounds' bids (round parity), so a round clears the next one's as it goes.
+__kernel void bid_for_colour(
+    const int body_count,
+    const int max_pairs,
+    const int solve_colour,
+    __global const int *pair_other,
+    __global const int *pair_count,
+    __global const int *pair_colour,
+    __global uint *pair_bid,
+    __global int *pair_totals)
+{
+    int g = get_global_id(0);
+    if (g == 0) pair_totals[PAIR_COLOUR_STARTS + solve_colour] = pair_totals[2];
+    int b = g / max_pairs;
+    if (b >= body_count || g % max_pairs >= pair_count[b] || pair_colour[g] >= 0) return;
+    __global uint *bid = pair_bid + (solve_colour & 1) * body_count;
+    uint priority = pair_priority(g);
+    atomic_max(bid + b, priority);
+    int c = pair_other[g];
+    if (c >= 0) atomic_max(bid + c, priority);
+}
+
+__kernel void take_colour(
+    const int body_count,
+    const int max_pairs,
+    const int solve_colour,
+    __global const int *pair_other,
+    __global const int *pair_count,
+    __global int *pair_colour,
+    __global uint *pair_bid,
+    __global int *pair_totals,
+    __global int *colour_pairs)
+{
+    int g = get_global_id(0);
+    int b = g / max_pairs;
+    if (b >= body_count) return;
+    if (g % max_pairs == 0) pair_bid[((solve_colour + 1) & 1) * body_count + b] = 0u;  // the next round's
+    if (g % max_pairs >= pair_count[b] || pair_colour[g] >= 0) return;
+    __global const uint *bid = pair_bid + (solve_colour & 1) * body_count;
+    uint priority = pair_priority(g);
+    int c = pair_other[g];
+    if (bid[b] == priority && (c < 0 || bid[c] == priority)) {
+        pair_colour[g] = solve_colour;
+        colour_pairs[atomic_inc(pair_totals + 2)] = g;
+    }
+}

@@ -1,0 +1,112 @@
+// Stage 62, the coloured passes of the velocity solve (solve_form "coloured"; contact-solve.md
+// E15): a launch per colour (61_pair_colouring.cl), a work-group of PAIR_LANES work-items per pair
+// of the colour. The lanes share out the lower body's particles and solve the pair's records
+// (solve_record_impulse, 60_solve.cl) from the two bodies' velocities at the launch's start, each
+// body's mass split over the pair's records only (Jacobi within the pair: solving a pair's records
+// one after another let friction sway a 40-cube column, E14); their sum changes both bodies at
+// once, equal and opposite, so the next colour sees it (Gauss-Seidel across pairs). A pass over
+// all colours carries a load down a whole stack instead of one body per Jacobi pass, and ends the
+// cycle the Jacobi form's partial warm start ran into (E14). The sum is reduced in a fixed order:
+// deterministic. solve_kind: 0 the warm start (the impulses the records start with), 1 a solve
+// pass, 2 a relax pass (no push-out, velocities only).
+
+inline void pair_lane_sums(float *sums, float3 impulse, float3 moment_a, float3 moment_b)
+{
+    sums[0] = impulse.x; sums[1] = impulse.y; sums[2] = impulse.z;
+    sums[3] = moment_a.x; sums[4] = moment_a.y; sums[5] = moment_a.z;
+    sums[6] = moment_b.x; sums[7] = moment_b.y; sums[8] = moment_b.z;
+}
+
+__kernel void solve_pair_contacts(
+    const int solve_colour,
+    const int solve_kind,
+    const int max_pairs,
+    const int history_stride,
+    const float substep,
+    const float4 solve_constants,      // slop (m), push-out speed (m/s), bias rate (1/s), mass scale
+    __global const int *pair_totals,
+    __global const int *colour_pairs,
+    __global const int *pair_other,
+    __global const float *pair_share,
+    __global const int *body_first_particle,
+    __global const int *body_particle_count,
+    __global const uchar *solve_count,
+    __global float4 *solve_record,
+    __global const float *body_mass,
+    __global const float *body_inv_inertia,
+    __global float4 *body_position,
+    __global float4 *body_orientation,
+    __global float4 *body_momentum,
+    __global float4 *body_angular_momentum,
+    __global float4 *body_velocity,
+    __global float4 *body_angular_velocity,
+    __global float4 *history_impulse_out)
+{
+    __local float lane_sums[9 * PAIR_LANES];
+    int lane = get_local_id(0);
+    // the colour's pairs: from where its round started them to where the next round started its own
+    // (the last colour's: to the end, the next round having found none or not having run)
+    int start = pair_totals[PAIR_COLOUR_STARTS + solve_colour];
+    int next = pair_totals[PAIR_COLOUR_STARTS + solve_colour + 1];
+    int stop = (next > start) ? next : pair_totals[2];
+    if (start + (int)get_group_id(0) >= stop) return;
+    int g = colour_pairs[start + get_group_id(0)];
+    int b = g / max_pairs, c = pair_other[g];
+    int stride = history_stride;
+    bool warm = solve_kind == 0, relax = solve_kind == 2;
+    float split = fmax(pair_share[g], 1e-6f);
+    SolveBody A = {body_velocity[b].xyz, body_angular_velocity[b].xyz, body_orientation[b], split, b};
+    SolveBody B = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, c};
+    if (c >= 0) {
+        B.v = body_velocity[c].xyz;
+        B.w = body_angular_velocity[c].xyz;
+        B.q = body_orientation[c];
+        B.count = split;
+    }
+    float3 impulse = (float3)(0.0f), moment_a = (float3)(0.0f), moment_b = (float3)(0.0f);
+    int end = body_first_particle[b] + body_particle_count[b];
+    for (int i = body_first_particle[b] + lane; i < end; i += PAIR_LANES) {
+        int count = solve_count[i];
+        for (int k = 0; k < count; ++k) {
+            __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
+            float4 f0 = r[0];
+            int other = as_int(f0.w);
+            if ((other >= 0) ? other != c : (other == NO_RECORD || c >= 0)) continue;
+            float3 n = f0.xyz;
+            float4 lambda = r[3 * stride];
+            float3 j;
+            if (warm) {
+                j = -lambda.w * n + lambda.xyz;
+            } else {
+                float4 next = solve_record_impulse(r, stride, A, B, substep, solve_constants, relax, body_mass,
+                                                   body_inv_inertia);
+                j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
+                r[3 * stride] = next;
+                history_impulse_out[k * stride + i] = next;
+            }
+            impulse += j;
+            moment_a += cross(r[stride].xyz, j);
+            moment_b -= cross(r[2 * stride].xyz, j);  // c's arm (a static side's velocity: unused)
+        }
+    }
+    float sums[9];
+    pair_lane_sums(sums, impulse, moment_a, moment_b);
+    for (int s = 0; s < 9; ++s) lane_sums[s * PAIR_LANES + lane] = sums[s];
+    for (int span = PAIR_LANES / 2; span > 0; span /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lane < span)
+            for (int s = 0; s < 9; ++s) lane_sums[s * PAIR_LANES + lane] += lane_sums[s * PAIR_LANES + lane + span];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lane != 0) return;
+    impulse = (float3)(lane_sums[0], lane_sums[PAIR_LANES], lane_sums[2 * PAIR_LANES]);
+    moment_a = (float3)(lane_sums[3 * PAIR_LANES], lane_sums[4 * PAIR_LANES], lane_sums[5 * PAIR_LANES]);
+    moment_b = (float3)(lane_sums[6 * PAIR_LANES], lane_sums[7 * PAIR_LANES], lane_sums[8 * PAIR_LANES]);
+    bool move = !relax;
+    change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
+                        body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity);
+    if (c >= 0)
+        change_body_momenta(c, -impulse, moment_b, substep, move, body_mass, body_inv_inertia, body_position,
+                            body_orientation, body_momentum, body_angular_momentum, body_velocity,
+                            body_angular_velocity);
+}
