@@ -7,10 +7,11 @@
 // body of in max_pairs slots (pair g = b * max_pairs + p, in order of the other side); more counts
 // in pair_totals[1] and the host grows the lists and lists again.
 //
-// pair_totals: [0] the pairs listed, [1] max_pairs + 1 if a body needed more slots, [2] the
-// pairs coloured so far (the length of colour_pairs), [PAIR_COLOUR_STARTS + c] where colour c's
-// pairs start in colour_pairs.
-#define PAIR_COLOUR_STARTS 3
+// pair_totals: [0] the pairs listed, [1] max_pairs + 1 if a body needed more slots, [2] the pairs
+// coloured so far, [3] the colours used (MAX_PAIR_COLOURS + 1: more were needed), [4] the rounds
+// that coloured a pair, [PAIR_COLOUR_COUNTS + c] the pairs of colour c (PAIR_COLOUR_COUNTS and
+// MAX_PAIR_COLOURS: defines from the host, pair_colouring.py).
+#define COLOUR_MASK_WORDS (MAX_PAIR_COLOURS / 32)
 
 __kernel void list_solve_pairs(
     const int body_count,
@@ -27,10 +28,12 @@ __kernel void list_solve_pairs(
     __global float *pair_share,
     __global int *pair_colour,
     __global uint *pair_bid,
+    __global uint *body_colours,
     __global int *pair_totals)
 {
     int b = get_global_id(0);
     if (b >= body_count) return;
+    for (int w = 0; w < COLOUR_MASK_WORDS; ++w) body_colours[b * COLOUR_MASK_WORDS + w] = 0u;
     __global int *other_of = pair_other + b * max_pairs;
     __global float *share_of = pair_share + b * max_pairs;
     int listed = 0, unlisted = 0;
@@ -69,8 +72,10 @@ __kernel void list_solve_pairs(
     if (unlisted) atomic_max(pair_totals + 1, max_pairs + 1);  // the host doubles the slots until they hold it
 }
 
-// Jones-Plassmann: each round, every pair not yet coloured bids its priority at its bodies; the
-// pairs that outbid every other at both take the round's colour (no two share a body). The
+// Jones-Plassmann rounds with a greedy colour: each round, every pair not yet coloured bids its
+// priority at its bodies; the pairs that outbid every other at both (no two of them share a body)
+// take the smallest colour neither body has a pair of yet (body_colours: a bit per colour). As
+// many colours as the busiest bodies need, not one per round (22 rounds coloured the 10k pile). The
 // priorities are a bijection of the pair's index, so the colouring is deterministic.
 inline uint pair_priority(int g)
 {
@@ -81,18 +86,16 @@ inline uint pair_priority(int g)
 __kernel void bid_for_colour(
     const int body_count,
     const int max_pairs,
-    const int solve_colour,
+    const int colour_round,
     __global const int *pair_other,
     __global const int *pair_count,
     __global const int *pair_colour,
-    __global uint *pair_bid,
-    __global int *pair_totals)
+    __global uint *pair_bid)
 {
     int g = get_global_id(0);
-    if (g == 0) pair_totals[PAIR_COLOUR_STARTS + solve_colour] = pair_totals[2];
     int b = g / max_pairs;
     if (b >= body_count || g % max_pairs >= pair_count[b] || pair_colour[g] >= 0) return;
-    __global uint *bid = pair_bid + (solve_colour & 1) * body_count;
+    __global uint *bid = pair_bid + (colour_round & 1) * body_count;
     uint priority = pair_priority(g);
     atomic_max(bid + b, priority);
     int c = pair_other[g];
@@ -102,24 +105,59 @@ __kernel void bid_for_colour(
 __kernel void take_colour(
     const int body_count,
     const int max_pairs,
-    const int solve_colour,
+    const int colour_round,
     __global const int *pair_other,
     __global const int *pair_count,
     __global int *pair_colour,
+    __global int *pair_rank,
     __global uint *pair_bid,
-    __global int *pair_totals,
-    __global int *colour_pairs)
+    __global uint *body_colours,
+    __global int *pair_totals)
 {
     int g = get_global_id(0);
     int b = g / max_pairs;
     if (b >= body_count) return;
-    if (g % max_pairs == 0) pair_bid[((solve_colour + 1) & 1) * body_count + b] = 0u;  // the next round's
+    if (g % max_pairs == 0) pair_bid[((colour_round + 1) & 1) * body_count + b] = 0u;  // the next round's
     if (g % max_pairs >= pair_count[b] || pair_colour[g] >= 0) return;
-    __global const uint *bid = pair_bid + (solve_colour & 1) * body_count;
+    __global const uint *bid = pair_bid + (colour_round & 1) * body_count;
     uint priority = pair_priority(g);
     int c = pair_other[g];
-    if (bid[b] == priority && (c < 0 || bid[c] == priority)) {
-        pair_colour[g] = solve_colour;
-        colour_pairs[atomic_inc(pair_totals + 2)] = g;
+    if (bid[b] != priority || (c >= 0 && bid[c] != priority)) return;
+    // no other pair at b or c wins this round: their colour masks are this work-item's to change
+    __global uint *colours_b = body_colours + b * COLOUR_MASK_WORDS;
+    __global uint *colours_c = body_colours + max(c, 0) * COLOUR_MASK_WORDS;
+    int colour = -1;
+    for (int w = 0; w < COLOUR_MASK_WORDS && colour < 0; ++w) {
+        uint free_ = ~(colours_b[w] | ((c >= 0) ? colours_c[w] : 0u));
+        if (free_ == 0u) continue;
+        uint lowest = free_ & (~free_ + 1u);
+        colour = 32 * w + 31 - (int)clz(lowest);
+        colours_b[w] |= lowest;
+        if (c >= 0) colours_c[w] |= lowest;
     }
+    if (colour < 0) {
+        atomic_max(pair_totals + 3, MAX_PAIR_COLOURS + 1);  // the host refuses the scene
+        return;
+    }
+    pair_colour[g] = colour;
+    pair_rank[g] = atomic_inc(pair_totals + PAIR_COLOUR_COUNTS + colour);
+    atomic_inc(pair_totals + 2);
+    atomic_max(pair_totals + 3, colour + 1);
+    atomic_max(pair_totals + 4, colour_round + 1);
+}
+
+// Each colour's pairs gathered in colour_pairs from colour_start[colour] (the host sums the counts).
+__kernel void gather_colour_pairs(
+    const int body_count,
+    const int max_pairs,
+    __global const int *pair_count,
+    __global const int *pair_colour,
+    __global const int *pair_rank,
+    __global const int *colour_start,
+    __global int *colour_pairs)
+{
+    int g = get_global_id(0);
+    int b = g / max_pairs;
+    if (b >= body_count || g % max_pairs >= pair_count[b] || pair_colour[g] < 0) return;
+    colour_pairs[colour_start[pair_colour[g]] + pair_rank[g]] = g;
 }

@@ -24,7 +24,7 @@ __kernel void solve_pair_contacts(
     const int history_stride,
     const float substep,
     const float4 solve_constants,      // slop (m), push-out speed (m/s), bias rate (1/s), mass scale
-    __global const int *pair_totals,
+    __global const int *colour_start,
     __global const int *colour_pairs,
     __global const int *pair_other,
     __global const float *pair_share,
@@ -44,12 +44,8 @@ __kernel void solve_pair_contacts(
 {
     __local float lane_sums[9 * PAIR_LANES];
     int lane = get_local_id(0);
-    // the colour's pairs: from where its round started them to where the next round started its own
-    // (the last colour's: to the end, the next round having found none or not having run)
-    int start = pair_totals[PAIR_COLOUR_STARTS + solve_colour];
-    int next = pair_totals[PAIR_COLOUR_STARTS + solve_colour + 1];
-    int stop = (next > start) ? next : pair_totals[2];
-    if (start + (int)get_group_id(0) >= stop) return;
+    int start = colour_start[solve_colour];
+    if (start + (int)get_group_id(0) >= colour_start[solve_colour + 1]) return;
     int g = colour_pairs[start + get_group_id(0)];
     int b = g / max_pairs, c = pair_other[g];
     int stride = history_stride;

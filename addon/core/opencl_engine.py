@@ -41,7 +41,7 @@ from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
-from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, grown_max_pairs
+from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, grown_max_pairs
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, WARM_START_FRACTION,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SimulationSettings, derive_contact_parameters,
                        solve_softness)
@@ -76,7 +76,7 @@ STAGES = (
                           "apply_relax_impulses")),
     # if solving (coloured form): the body pairs listed and coloured, then the warm start and the
     # passes a launch per colour (_enqueue_pair_solve: the colours are read back each substep)
-    Stage("61_pair_colouring.cl", ("list_solve_pairs", "bid_for_colour", "take_colour")),
+    Stage("61_pair_colouring.cl", ("list_solve_pairs", "bid_for_colour", "take_colour", "gather_colour_pairs")),
     Stage("62_pair_solve.cl", ("solve_pair_contacts",)),
 )
 SOLVE_KERNELS = tuple(kernel for stage in STAGES if stage.number >= 60 for kernel in stage.kernels)
@@ -139,9 +139,10 @@ VOXEL_NEIGHBOUR_SLOTS = 32
 # thousand floats per distinct shape, are left out.)
 _BYTES_PER_PARTICLE_BUT_LISTS = 16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
 BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
-# the coloured solve's pair lists (slot's other side, share, colour, place in a colour's list) and
-# two rounds' bids, at INITIAL_MAX_PAIRS slots (grown if a body needs more)
-PAIR_BYTES_PER_BODY = 4 * 4 * INITIAL_MAX_PAIRS + 4 + 2 * 4
+# the coloured solve's pair lists (slot's other side, share, colour, rank in its colour, place in a
+# colour's list) at INITIAL_MAX_PAIRS slots (grown if a body needs more), the pair count, two
+# rounds' bids and the colour masks
+PAIR_BYTES_PER_BODY = 5 * 4 * INITIAL_MAX_PAIRS + 4 + 2 * 4 + MAX_PAIR_COLOURS // 8
 # Colouring rounds enqueued before the colours are read back: the last substep's colours and
 # these more (a round after the last colour costs one idle launch)
 SPARE_COLOUR_ROUNDS = 2
@@ -288,7 +289,8 @@ class OpenCLEngine(StateMixin):
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
                    f"-DSOLVE_PASSES={self.solve_passes}", f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
                    f"-DWARM_START_FRACTION={WARM_START_FRACTION[self.settings.solve_form]!r}f",
-                   f"-DPAIR_LANES={self.pair_lanes}",
+                   f"-DPAIR_LANES={self.pair_lanes}", f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
+                   f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}",
                    "-cl-denorms-are-zero"]
         source = program_source()
         self.program = cl.Program(self.context, source).build(options=options)
@@ -372,10 +374,13 @@ class OpenCLEngine(StateMixin):
         self.max_pairs = INITIAL_MAX_PAIRS
         self._allocate_pairs()
         a["pair_bid"] = buffer(nbytes=2 * 4 * body_count if self.coloured_solve else 16)
-        a["pair_totals"] = buffer(nbytes=4 * (3 + MAX_PAIR_COLOURS + 1))
-        self.colour_rounds = 1  # colouring rounds to enqueue (the last substep's colours)
-        self._pair_totals = np.zeros(3 + MAX_PAIR_COLOURS + 1, np.int32)
+        a["body_colours"] = buffer(nbytes=MAX_PAIR_COLOURS // 8 * body_count if self.coloured_solve else 16)
+        a["pair_totals"] = buffer(nbytes=4 * (PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS))
+        a["colour_start"] = buffer(nbytes=4 * (MAX_PAIR_COLOURS + 1))
+        self.colour_rounds = 1  # colouring rounds to enqueue (the last substep's)
+        self._pair_totals = np.zeros(PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS, np.int32)
         self._colour_kernels = {}
+        self._colour_start = np.zeros(MAX_PAIR_COLOURS + 1, np.int32)
         self.colour_pair_counts = np.zeros(0, np.int64)
         a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
         impacts = np.zeros(particle_count * FRICTION_SLOTS if solving else 4, np.float32)
@@ -456,7 +461,7 @@ class OpenCLEngine(StateMixin):
     def _allocate_pairs(self):
         """The coloured solve's pair lists at max_pairs slots per body (placeholders otherwise)."""
         slots = self.body_count * self.max_pairs if self.coloured_solve else 4
-        for name in ("pair_other", "pair_share", "pair_colour", "colour_pairs"):
+        for name in ("pair_other", "pair_share", "pair_colour", "pair_rank", "colour_pairs"):
             self.arguments[name] = self._buffer(nbytes=4 * slots)
         self.arguments["pair_count"] = self._buffer(nbytes=4 * self.body_count if self.coloured_solve else 16)
 
@@ -516,7 +521,7 @@ class OpenCLEngine(StateMixin):
                                      dtype=np.float32),
             max_pairs=np.int32(self.max_pairs),
             # set per launch by _enqueue_pair_solve
-            solve_colour=np.int32(0), solve_kind=np.int32(0),
+            solve_colour=np.int32(0), solve_kind=np.int32(0), colour_round=np.int32(0),
         )
         self._bind()
         particles = (_round_up(particle_count),)
@@ -634,7 +639,8 @@ class OpenCLEngine(StateMixin):
         if kernel is None:
             kernel = self.cl.Kernel(self.program, name)
             for index, parameter in enumerate(self.kernel_parameters[name]):
-                value = {"solve_colour": np.int32(colour), "solve_kind": np.int32(kind)}.get(
+                value = {"solve_colour": np.int32(colour), "colour_round": np.int32(colour),
+                         "solve_kind": np.int32(kind)}.get(
                     parameter, self.arguments[parameter])
                 kernel.set_arg(index, value[parity] if isinstance(value, ByParity) else value)
             self._colour_kernels[key] = kernel
@@ -655,16 +661,16 @@ class OpenCLEngine(StateMixin):
             self._enqueue(self._kernels["list_solve_pairs"][parity], "list_solve_pairs",
                           *self._work_sizes["list_solve_pairs"])
             slots = (_round_up(self.body_count * self.max_pairs),)
-            colours = 0
+            rounds = 0
             while True:
-                for colour in range(colours, colours + self.colour_rounds + SPARE_COLOUR_ROUNDS):
-                    if colour >= MAX_PAIR_COLOURS:
-                        raise RuntimeError(f"the coloured solve needs more than {MAX_PAIR_COLOURS} colours: a body "
-                                           "touches too many others; use the Jacobi form (solve_form 'jacobi')")
+                for colour_round in range(rounds, rounds + self.colour_rounds + SPARE_COLOUR_ROUNDS):
                     for name in ("bid_for_colour", "take_colour"):
-                        self._enqueue(self._colour_kernel(name, colour, 0, parity), name, slots, None)
-                colours = colour + 1
+                        self._enqueue(self._colour_kernel(name, colour_round, 0, parity), name, slots, None)
+                rounds = colour_round + 1
                 cl.enqueue_copy(self.queue, totals, a["pair_totals"])
+                if totals[3] > MAX_PAIR_COLOURS:
+                    raise RuntimeError(f"the coloured solve needs more than {MAX_PAIR_COLOURS} colours: a body "
+                                       "touches too many others; use the Jacobi form (solve_form 'jacobi')")
                 if totals[1] > self.max_pairs or totals[2] == totals[0]:
                     break
             if totals[1] <= self.max_pairs:
@@ -673,13 +679,16 @@ class OpenCLEngine(StateMixin):
             self.max_pairs = grown_max_pairs(self.max_pairs, int(totals[1]))
             self._allocate_pairs()
             self.arguments["max_pairs"] = np.int32(self.max_pairs)
-            self._bind(("pair_other", "pair_share", "pair_colour", "colour_pairs", "pair_count", "max_pairs"))
+            self._bind(("pair_other", "pair_share", "pair_colour", "pair_rank", "colour_pairs", "pair_count",
+                        "max_pairs"))
             self._colour_kernels.clear()
-        starts = totals[3:3 + colours]
-        used = int(np.searchsorted(starts, totals[2], side="left"))  # colours that hold a pair
-        self.colour_rounds = max(used, 1)
-        self.colour_pair_counts = np.diff(np.append(starts[:used], totals[2]))  # the last substep's
-        return self.colour_pair_counts
+        self.colour_rounds = max(int(totals[4]), 1)
+        counts = totals[PAIR_COLOUR_COUNTS:PAIR_COLOUR_COUNTS + totals[3]].copy()
+        self._colour_start[1:len(counts) + 1] = np.cumsum(counts)
+        cl.enqueue_copy(self.queue, a["colour_start"], self._colour_start)
+        self._enqueue(self._kernels["gather_colour_pairs"][parity], "gather_colour_pairs", slots, None)
+        self.colour_pair_counts = counts  # the last substep's
+        return counts
 
     def _enqueue_pair_solve(self, parity):
         """The coloured solve's launches (62_pair_solve.cl): the warm start, the solve passes and the

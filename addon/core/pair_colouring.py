@@ -5,10 +5,11 @@ A pair is a body and another it has contact records with: a body of higher index
 sides at once (STATIC_BODY). Body b lists its pairs in ``max_pairs`` slots, pair g = b * max_pairs + p,
 in order of the other side (static first): the order of a particle's records follows the neighbour
 lists, which differ between devices and the reference.
-Colours are Jones-Plassmann rounds: each round the pairs not yet coloured whose priority beats
-every other uncoloured pair at both their bodies take the round's colour, so no two pairs of a
-colour share a body. Priorities are a bijection of g (a multiplication by an odd number modulo
-2^32), so the colouring is the same on every device.
+Colours come from Jones-Plassmann rounds: each round the pairs not yet coloured whose priority beats
+every other uncoloured pair at both their bodies (no two of them share a body) take the smallest
+colour neither body has a pair of yet, so no two pairs of a colour share a body, and there are about
+as many colours as the busiest bodies have pairs. Priorities are a bijection of g (a multiplication
+by an odd number modulo 2^32), so the colouring is the same on every device.
 """
 from __future__ import annotations
 
@@ -23,9 +24,12 @@ from .model import STATIC_BODY
 # lower body of about 3-6 pairs.
 INITIAL_MAX_PAIRS = 8
 PRIORITY_MULTIPLIER = 0x9E3779B1
-# No scene should need nearly this many colours (each colour is a launch per pass): a body with
-# this many neighbours of higher index is refused with a clear message.
-MAX_PAIR_COLOURS = 1024
+# No scene should need nearly this many colours (each colour is a launch per pass; a body with
+# more pairs needs more): refused with a clear message. A multiple of 32 (the kernels' colour
+# masks are 32-bit words).
+MAX_PAIR_COLOURS = 128
+# where the kernels' pair_totals holds the colours' pair counts (61_pair_colouring.cl)
+PAIR_COLOUR_COUNTS = 5
 
 
 def grown_max_pairs(current: int, needed: int) -> int:
@@ -85,16 +89,21 @@ def colour_pairs(pairs: dict, max_pairs: int, body_count: int) -> SolvePairs:
     share = np.array([pairs[k][1] for k in keys], dtype=np.float64)
     colour = np.full(len(keys), -1, dtype=np.int64)
     priority = pair_priority(slot).astype(np.int64)
-    round_ = 0
+    used: list[set[int]] = [set() for _ in range(body_count)]
     while (colour < 0).any():
-        if round_ >= MAX_PAIR_COLOURS:
-            raise RuntimeError(f"the coloured solve needs more than {MAX_PAIR_COLOURS} colours")
         open_ = colour < 0
         best = np.full(body_count, -1, dtype=np.int64)
         np.maximum.at(best, body[open_], priority[open_])
         dynamic = open_ & (other >= 0)
         np.maximum.at(best, other[dynamic], priority[dynamic])
         wins = open_ & (best[body] == priority) & ((other < 0) | (best[np.maximum(other, 0)] == priority))
-        colour[wins] = round_
-        round_ += 1
+        for index in np.flatnonzero(wins):
+            taken = used[body[index]] | (used[other[index]] if other[index] >= 0 else set())
+            chosen = next(c for c in range(MAX_PAIR_COLOURS + 1) if c not in taken)
+            if chosen == MAX_PAIR_COLOURS:
+                raise RuntimeError(f"the coloured solve needs more than {MAX_PAIR_COLOURS} colours")
+            colour[index] = chosen
+            used[body[index]].add(chosen)
+            if other[index] >= 0:
+                used[other[index]].add(chosen)
     return SolvePairs(max_pairs, slot, body, other, share, colour)

@@ -30,7 +30,8 @@ from .model import STATIC_BODY, Model, body_extents
 from .pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
-                       WARM_START_FRACTION, SimulationSettings, derive_contact_parameters, solve_softness)
+                       WARM_START_FRACTION, SimulationSettings, derive_contact_parameters,
+                       solve_softness)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
 

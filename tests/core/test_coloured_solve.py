@@ -44,6 +44,9 @@ def test_no_two_pairs_of_a_colour_share_a_body_and_every_pair_is_coloured(seed):
         bodies = np.concatenate([coloured.pair_body[chosen],
                                  coloured.pair_other[chosen][coloured.pair_other[chosen] >= 0]])
         assert len(np.unique(bodies)) == len(bodies), colour
+    # greedy colours: no more than the two busiest bodies' pairs less the one they share
+    degree = np.bincount(np.concatenate([coloured.pair_body, coloured.pair_other[coloured.pair_other >= 0]]))
+    assert coloured.colour_count <= 2 * degree.max() - 1
     # a pair's share is the sum of its records' shares
     total = sum(share for found in records for _, share in found)
     np.testing.assert_allclose(coloured.pair_share.sum(), total)
