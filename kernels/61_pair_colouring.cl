@@ -29,11 +29,13 @@ __kernel void list_solve_pairs(
     __global int *pair_colour,
     __global uint *pair_bid,
     __global uint *body_colours,
+    __global uchar *body_impact,
     __global int *pair_totals)
 {
     int b = get_global_id(0);
     if (b >= body_count) return;
     for (int w = 0; w < COLOUR_MASK_WORDS; ++w) body_colours[b * COLOUR_MASK_WORDS + w] = 0u;
+    bool impact = false;
     __global int *other_of = pair_other + b * max_pairs;
     __global float *share_of = pair_share + b * max_pairs;
     int listed = 0, unlisted = 0;
@@ -43,6 +45,8 @@ __kernel void list_solve_pairs(
             for (int k = 0; k < solve_count[i]; ++k) {
                 __global const float4 *r = solve_record + k * SOLVE_FIELDS * history_stride + i;
                 int other = as_int(r[0].w);
+                // an impact (one the solve gives restitution, from half IMPACT_SPEED) on any side
+                if (other != NO_RECORD && r[4 * history_stride].z > 0.5f * IMPACT_SPEED) impact = true;
                 // the higher body's side of a pair is the lower one's mirror; a sleeping body's
                 // contacts are left to the springs until it wakes (as in the Jacobi passes)
                 if (other == NO_RECORD || (other >= 0 && (other < b || is_asleep(body_quiet[other], sleep)))) continue;
@@ -66,6 +70,7 @@ __kernel void list_solve_pairs(
         }
     }
     pair_count[b] = listed;
+    body_impact[b] = impact;
     for (int p = 0; p < listed; ++p) pair_colour[b * max_pairs + p] = -1;
     pair_bid[b] = 0u;
     if (listed) atomic_add(pair_totals, listed);

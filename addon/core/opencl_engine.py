@@ -140,9 +140,9 @@ VOXEL_NEIGHBOUR_SLOTS = 32
 _BYTES_PER_PARTICLE_BUT_LISTS = 16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
 BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
 # the coloured solve's pair lists (slot's other side, share, colour, rank in its colour, place in a
-# colour's list) at INITIAL_MAX_PAIRS slots (grown if a body needs more), the pair count, two
-# rounds' bids and the colour masks
-PAIR_BYTES_PER_BODY = 5 * 4 * INITIAL_MAX_PAIRS + 4 + 2 * 4 + MAX_PAIR_COLOURS // 8
+# colour's list) at INITIAL_MAX_PAIRS slots (grown if a body needs more), the pair count, the
+# impact flag, two rounds' bids and the colour masks
+PAIR_BYTES_PER_BODY = 5 * 4 * INITIAL_MAX_PAIRS + 4 + 1 + 2 * 4 + MAX_PAIR_COLOURS // 8
 # Colouring rounds enqueued before the colours are read back: the last substep's colours and
 # these more (a round after the last colour costs one idle launch)
 SPARE_COLOUR_ROUNDS = 2
@@ -374,6 +374,7 @@ class OpenCLEngine(StateMixin):
         self.max_pairs = INITIAL_MAX_PAIRS
         self._allocate_pairs()
         a["pair_bid"] = buffer(nbytes=2 * 4 * body_count if self.coloured_solve else 16)
+        a["body_impact"] = buffer(nbytes=body_count if self.coloured_solve else 16)
         a["body_colours"] = buffer(nbytes=MAX_PAIR_COLOURS // 8 * body_count if self.coloured_solve else 16)
         a["pair_totals"] = buffer(nbytes=4 * (PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS))
         a["colour_start"] = buffer(nbytes=4 * (MAX_PAIR_COLOURS + 1))

@@ -537,16 +537,16 @@ class ReferenceEngine(StateMixin):
         c = np.cross(arm, u)
         return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
 
-    def _record_impulse(self, record, b, velocity, omega, count, kind):
+    def _record_impulse(self, record, b, velocity, omega, count, kind, rigid=False):
         """The record's accumulated impulses (tangential, normal) after a "solve" or "relax" pass
         from the bodies' velocities and angular velocities given, the masses split by ``count``
         (60_solve.cl solve_record_impulse): closing at most what leaves it at the slop after the
         substep, a deeper one pushed out (but not while relaxing), soft below the slop when the
-        solve is (Box2D's soft step), an impact parting at its restitution."""
+        solve is (Box2D's soft step) unless ``rigid``, an impact parting at its restitution."""
         n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot = record
         dt = self.params.substep
         slop = self.settings.solve_slop * self.model.particle_radius
-        bias_rate, soft_mass_scale = solve_softness(dt, self.settings.solve_hertz_fraction)
+        bias_rate, soft_mass_scale = solve_softness(dt, 0.0 if rigid else self.settings.solve_hertz_fraction)
         v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
         v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
         vn = v_rel @ n
@@ -640,6 +640,11 @@ class ReferenceEngine(StateMixin):
         m = self.model
         awake = ~self._is_asleep(self.quiet)
         body_records = []
+        # bodies taking an impact this substep (a record the solve gives restitution, any side)
+        self.body_impact = np.zeros(m.body_count, dtype=bool)
+        for i, records in self.records.items():
+            if any(record[8] > 0.5 * IMPACT_SPEED for record in records):
+                self.body_impact[m.particle_body[i]] = True
         for b in range(m.body_count):
             found = []
             if awake[b]:
@@ -666,6 +671,7 @@ class ReferenceEngine(StateMixin):
             for index in pairs.of_colour(colour):
                 b, c = int(pairs.pair_body[index]), int(pairs.pair_other[index])
                 split = max(pairs.pair_share[index], 1e-6)
+                rigid = self.body_impact[b] or (c >= 0 and self.body_impact[c])  # 62_pair_solve.cl
                 count = np.full(m.body_count, split)
                 velocity = self.P / m.body_mass[:, None]
                 omega = {b: self._omega(b)}
@@ -678,7 +684,8 @@ class ReferenceEngine(StateMixin):
                     if kind == "warm":
                         j = -normal * n + tangential
                     else:
-                        new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count, kind)
+                        new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count, kind,
+                                                                          rigid)
                         j = -(new_normal - normal) * n + (new_tangential - tangential)
                         record[9], record[10] = new_tangential, new_normal
                         self.new_history_impulse[i, slot] = [*new_tangential, new_normal]

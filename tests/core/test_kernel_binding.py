@@ -85,7 +85,7 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     # and the coloured solve's pair lists, per body
     coloured = OpenCLEngine(cube_pile(8), SimulationSettings(**COLOURED_VOXELS)) if geometry == "voxels" else engine
     pair_lists = sum(coloured.arguments[name].size for name in ("pair_other", "pair_share", "pair_colour", "pair_rank",
-                                                                  "colour_pairs", "pair_count", "pair_bid",
+                                                                  "colour_pairs", "pair_count", "pair_bid", "body_impact",
                                                                   "body_colours"))
     assert (pair_lists >= bodies * solve_bytes_per_body("voxels")) == (solve_bytes_per_body(geometry) > 0)
     assert estimate_device_memory(particles, bodies) == max(estimate_device_memory(particles, bodies, g)
