@@ -54,7 +54,8 @@ DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05 / 1
 # (solve_passes 0). With it (SOLVED_VOXELS) the 1000-cube pile is 89 % at rest at 5 s (E12's
 # springs: 75 %) and corners stay within 1 cm up to 100k cubes, at E12's cost; but a cube offset on
 # another still moves at 1-3 mm/s after 3 s, a slow cycle of the warm start (without it: 0.15 mm/s;
-# E13).
+# E13), and a column rings (E14). The coloured form (COLOURED_VOXELS) settles both, at 1.4-3x the
+# cost, with the 100k pile's corners at 1.6 cm (E15).
 # Jacobi passes per substep: a pass carries a load one body further down a stack, and 4 or 8 left
 # the 10k and 100k piles' loads on the springs (corners 12-32 cm deep); 16 hold them.
 SOLVED_VOXELS = {"contact_geometry": "voxels", "target_penetration": 0.05, "solve_passes": 16}
