@@ -176,6 +176,18 @@ def test_impacts_keep_their_restitution_on_the_ground_and_on_a_cube(restitution,
     assert abs(ratio / restitution - 1) < 0.05, ratio
 
 
+def test_incline_thresholds_are_still_those_of_coulomb_friction():
+    """Issue 22: a cube with mu 0.5 stays on a 20 degree slope (measured 0.25 um in 2 s) and slides
+    down a 35 degree one at g (sin - mu cos) (9e-6 off)."""
+    from tests.core.test_physics import G, incline_run
+    _, distances, _ = incline_run(20.0, 2.0, **COLOURED)
+    assert abs(distances[-1]) < 1e-3, distances
+    times, distances, theta = incline_run(35.0, 1.0, **COLOURED)
+    expected = G * (np.sin(theta) - 0.5 * np.cos(theta))
+    a = 2 * np.polyfit(times, distances, 2)[0]
+    assert abs(a - expected) < 1e-3 * expected, (a, expected)
+
+
 def test_bad_solve_forms_are_refused_with_one_message():
     with pytest.raises(ValueError, match="solve form"):
         SimulationSettings(contact_geometry="voxels", solve_passes=4, solve_form="gauss")

@@ -109,7 +109,7 @@ def test_restitution_zero_barely_rebounds():
     assert rebound_speed_ratio(on_cube=True) < 0.2
 
 
-def incline_run(angle_degrees, seconds, sleep_speed=0.0):
+def incline_run(angle_degrees, seconds, sleep_speed=0.0, **settings):
     theta = np.radians(angle_degrees)
     normal = np.array([0.0, -np.sin(theta), np.cos(theta)])  # the slope rises towards +y
     builder = ModelBuilder(RADIUS)
@@ -117,7 +117,7 @@ def incline_run(angle_degrees, seconds, sleep_speed=0.0):
     builder.add_ground_plane(normal=normal, point=(0, 0, 0), material=material)
     rotation = axis_angle_quaternion((1, 0, 0), theta)  # rests flat on the slope
     add_cube(builder, normal * (CUBE_SIDE / 2), material=material, orientation=rotation)
-    engine = engine_for(builder, sleep_speed=sleep_speed)
+    engine = engine_for(builder, sleep_speed=sleep_speed, **settings)
     downhill = np.array([0.0, -np.cos(theta), -np.sin(theta)])
     run_for(engine, 0.3)  # settle onto the plane
     start = engine.body_state().position[0]
