@@ -8,12 +8,12 @@ from addon.core import Material, ModelBuilder, SimulationSettings
 from addon.core.model import STATIC_BODY
 from addon.core.opencl_engine import OpenCLEngine
 from addon.core.pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, list_pairs
-from addon.core.reference import ReferenceEngine
 from addon.core.settings import COLOURED_VOXELS
 from addon.core.shapes import box_particles
 from bench.contact_figures import rebound_ratio
-from tests.core.helpers import (CUBE_SIDE, RADIUS, add_cube, column_of_cubes, engine_for, fastest_motion,
-                                glancing_cubes, half_offset_row_errors, joint_sink, run_for)
+from tests.core.helpers import (CUBE_SIDE, RADIUS, add_cube, assert_kernels_follow_the_solve_reference,
+                                column_of_cubes, engine_for, fastest_motion, glancing_cubes,
+                                half_offset_row_errors, joint_sink, run_for)
 from tests.core.test_conservation import momentum_changes
 from tests.core.test_reference_agreement import colliding_scene
 
@@ -73,22 +73,13 @@ def test_kernels_match_the_reference_coloured_solve(pair_lanes, hertz_fraction, 
     within 1.4e-5 m and 6.6e-4 m/s over 100 substeps."""
     monkeypatch.setenv("PRB_PAIR_LANES", pair_lanes)
     model = colliding_scene(0.98)
-    settings = SimulationSettings(**COLOURED, solve_hertz_fraction=hertz_fraction)
-    reference = ReferenceEngine(model, settings)
-    kernels = OpenCLEngine(model, settings)
-    solved = 0.0
-    for _ in range(substeps // 10):
-        reference.step(10)
-        kernels.step(10)
-        solved += sum(record[10] for records in reference.records.values() for record in records)
+
+    def same_colours(reference, kernels):
         expected_counts = [len(reference.pairs.of_colour(c)) for c in range(reference.pairs.colour_count)]
         assert list(kernels.colour_pair_counts) == expected_counts
-        expected, got = reference.body_state(), kernels.body_state()
-        np.testing.assert_allclose(got.position, expected.position, rtol=0, atol=3e-5)
-        np.testing.assert_allclose(got.velocity, expected.velocity, rtol=0, atol=5e-3)
-        np.testing.assert_allclose(got.angular_velocity, expected.angular_velocity, rtol=0, atol=6e-3)
-        dots = np.abs(np.einsum("bi,bi->b", got.orientation, expected.orientation))
-        np.testing.assert_allclose(dots, 1.0, atol=1e-6)
+
+    settings = SimulationSettings(**COLOURED, solve_hertz_fraction=hertz_fraction)
+    reference, solved = assert_kernels_follow_the_solve_reference(model, settings, substeps, same_colours)
     assert solved > 0.0  # the solve gave impulses
     assert np.abs(reference.body_state().position - model.body_position).max() > 0.02
 

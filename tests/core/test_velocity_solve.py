@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 
 from addon.core import SimulationSettings
-from addon.core.opencl_engine import OpenCLEngine
-from addon.core.reference import ReferenceEngine
 from addon.core.settings import SOLVED_VOXELS
 from bench.contact_figures import rebound_ratio
-from tests.core.helpers import column_of_cubes, engine_for, fastest_motion, glancing_cubes, run_for
+from tests.core.helpers import (assert_kernels_follow_the_solve_reference, column_of_cubes, engine_for,
+                                fastest_motion, glancing_cubes, run_for)
 from tests.core.test_conservation import momentum_changes
 from tests.core.test_reference_agreement import colliding_scene
 
@@ -25,20 +24,7 @@ def test_kernels_match_the_reference_solve_over_100_substeps(body_lanes, monkeyp
     threshold took it on one side of float32's rounding and not on the other)."""
     monkeypatch.setenv("PRB_BODY_LANES", body_lanes)
     model = colliding_scene(0.98)
-    settings = SimulationSettings(**SOLVED)
-    reference = ReferenceEngine(model, settings)
-    kernels = OpenCLEngine(model, settings)
-    solved = 0.0
-    for _ in range(10):
-        reference.step(10)
-        kernels.step(10)
-        solved += sum(record[10] for records in reference.records.values() for record in records)
-        expected, got = reference.body_state(), kernels.body_state()
-        np.testing.assert_allclose(got.position, expected.position, rtol=0, atol=3e-5)
-        np.testing.assert_allclose(got.velocity, expected.velocity, rtol=0, atol=5e-3)
-        np.testing.assert_allclose(got.angular_velocity, expected.angular_velocity, rtol=0, atol=6e-3)
-        dots = np.abs(np.einsum("bi,bi->b", got.orientation, expected.orientation))
-        np.testing.assert_allclose(dots, 1.0, atol=1e-6)
+    reference, solved = assert_kernels_follow_the_solve_reference(model, SimulationSettings(**SOLVED), 100)
     assert solved > 0.0  # the solve gave impulses
     assert np.abs(reference.body_state().position - model.body_position).max() > 0.05
 
