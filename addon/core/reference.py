@@ -625,26 +625,17 @@ class ReferenceEngine(StateMixin):
         for b in np.flatnonzero(awake):
             self._change_momenta(b, impulse[b], moment[b], kind != "relax", omega[b])
 
-    def _pair_records(self, b, other):
-        """(particle, record) of pair (b, other) on b's particles in walk order (other: a body of
-        higher index, or STATIC_BODY for every static side)."""
-        m = self.model
-        first = m.body_first_particle[b]
-        for i in range(first, first + m.body_particle_count[b]):
-            for record in sorted(self.records.get(i, ()), key=lambda r: r[11]):
-                if (record[1] == other) if other >= 0 else record[1] < 0:
-                    yield i, record
-
     def _colour_solve_pairs(self):
-        """The substep's body pairs and their colours (61_pair_colouring.cl; pair_colouring)."""
+        """The substep's body pairs and their colours (61_pair_colouring.cl; pair_colouring), and
+        each pair's (particle, record) on its lower body in walk order (``self.pair_records``)."""
         m = self.model
         awake = ~self._is_asleep(self.quiet)
-        body_records = []
         # bodies taking an impact this substep (a record the solve gives restitution, any side)
         self.body_impact = np.zeros(m.body_count, dtype=bool)
         for i, records in self.records.items():
             if any(record[8] > 0.5 * IMPACT_SPEED for record in records):
                 self.body_impact[m.particle_body[i]] = True
+        own = []  # per body: its side of its pairs' records, (particle, record)
         for b in range(m.body_count):
             found = []
             if awake[b]:
@@ -653,13 +644,18 @@ class ReferenceEngine(StateMixin):
                     for record in sorted(self.records.get(i, ()), key=lambda r: r[11]):
                         other = record[1]
                         if other < 0 or (other > b and awake[other]):
-                            found.append((other, record[5]))
-            body_records.append(found)
+                            found.append((i, record))
+            own.append(found)
+        body_records = [[(record[1], record[5]) for _, record in found] for found in own]
         pairs, needed = list_pairs(body_records, self.max_pairs)
         if needed > self.max_pairs:
             self.max_pairs = grown_max_pairs(self.max_pairs, needed)
             pairs, _ = list_pairs(body_records, self.max_pairs)
-        return colour_pairs(pairs, self.max_pairs, m.body_count)
+        coloured = colour_pairs(pairs, self.max_pairs, m.body_count)
+        self.pair_records = [
+            [(i, record) for i, record in own[b] if (record[1] == c if c >= 0 else record[1] < 0)]
+            for b, c in zip(coloured.pair_body, coloured.pair_other)]
+        return coloured
 
     def _solve_pairs(self, kind):
         """One coloured pass (62_pair_solve.cl): colour after colour, each pair's records on its lower
@@ -670,15 +666,14 @@ class ReferenceEngine(StateMixin):
         for colour in range(pairs.colour_count):
             for index in pairs.of_colour(colour):
                 b, c = int(pairs.pair_body[index]), int(pairs.pair_other[index])
+                bodies = (b, c) if c >= 0 else (b,)
                 split = max(pairs.pair_share[index], 1e-6)
                 rigid = self.body_impact[b] or (c >= 0 and self.body_impact[c])  # 62_pair_solve.cl
-                count = np.full(m.body_count, split)
-                velocity = self.P / m.body_mass[:, None]
-                omega = {b: self._omega(b)}
-                if c >= 0:
-                    omega[c] = self._omega(c)
+                count = {body: split for body in bodies}
+                velocity = {body: self.P[body] / m.body_mass[body] for body in bodies}
+                omega = {body: self._omega(body) for body in bodies}
                 impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
-                for i, record in self._pair_records(b, c):
+                for i, record in self.pair_records[index]:
                     n, arm_i, arm_j = record[0], record[2], record[4]
                     tangential, normal, slot = record[9], record[10], record[11]
                     if kind == "warm":
