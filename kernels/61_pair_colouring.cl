@@ -5,13 +5,27 @@
 // contacts give both sides the same normal, depth, point and share), so the pass that solves
 // them (62_pair_solve.cl) changes both bodies itself. Each body lists the pairs it is the lower
 // body of in max_pairs slots (pair g = b * max_pairs + p, in order of the other side); more counts
-// in pair_totals[1] and the host grows the lists and lists again.
+// in pair_totals[1] and the host grows the lists and lists again. Each pair's records are then
+// listed too (pair_records from pair_record_start[g], pair_record_count[g] of them, in the body's
+// region of FRICTION_SLOTS per particle), so that a pair's pass reads its own records only, not
+// every record of the lower body (most of which belong to its other pairs).
 //
 // pair_totals: [0] the pairs listed, [1] max_pairs + 1 if a body needed more slots, [2] the pairs
 // coloured so far, [3] the colours used (MAX_PAIR_COLOURS + 1: more were needed), [4] the rounds
 // that coloured a pair, [PAIR_COLOUR_COUNTS + c] the pairs of colour c (PAIR_COLOUR_COUNTS and
 // MAX_PAIR_COLOURS: defines from the host, pair_colouring.py).
 #define COLOUR_MASK_WORDS (MAX_PAIR_COLOURS / 32)
+
+// The pair a record of body b belongs to (the other body, or STATIC_BODY for every static side),
+// or NOT_A_PAIR: an empty slot, the higher body's mirror of a lower one's record (the voxel
+// contacts give both sides the same normal, depth, point and share), or a sleeping partner's (a
+// sleeping body's contacts are left to the springs until it wakes, as in the Jacobi passes)
+#define NOT_A_PAIR (-2)
+inline int record_pair(int b, int other, __global const float *body_quiet, float4 sleep)
+{
+    if (other == NO_RECORD || (other >= 0 && (other < b || is_asleep(body_quiet[other], sleep)))) return NOT_A_PAIR;
+    return (other >= 0) ? other : STATIC_BODY;
+}
 
 __kernel void list_solve_pairs(
     const int body_count,
@@ -26,6 +40,9 @@ __kernel void list_solve_pairs(
     __global int *pair_other,
     __global int *pair_count,
     __global float *pair_share,
+    __global int *pair_record_start,
+    __global int *pair_record_count,
+    __global int *pair_records,
     __global int *pair_colour,
     __global uint *pair_bid,
     __global uint *body_colours,
@@ -38,21 +55,20 @@ __kernel void list_solve_pairs(
     bool impact = false;
     __global int *other_of = pair_other + b * max_pairs;
     __global float *share_of = pair_share + b * max_pairs;
+    __global int *records_of = pair_record_count + b * max_pairs;
     int listed = 0, unlisted = 0;
+    int first = body_first_particle[b], end = first + body_particle_count[b];
     if (!is_asleep(body_quiet[b], sleep)) {
-        int end = body_first_particle[b] + body_particle_count[b];
-        for (int i = body_first_particle[b]; i < end; ++i) {
+        for (int i = first; i < end; ++i) {
             for (int k = 0; k < solve_count[i]; ++k) {
                 __global const float4 *r = solve_record + k * SOLVE_FIELDS * history_stride + i;
                 int other = as_int(r[0].w);
                 // an impact (one the solve gives restitution, from half IMPACT_SPEED) on any side
                 if (other != NO_RECORD && r[4 * history_stride].z > 0.5f * IMPACT_SPEED) impact = true;
-                // the higher body's side of a pair is the lower one's mirror; a sleeping body's
-                // contacts are left to the springs until it wakes (as in the Jacobi passes)
-                if (other == NO_RECORD || (other >= 0 && (other < b || is_asleep(body_quiet[other], sleep)))) continue;
+                int key = record_pair(b, other, body_quiet, sleep);
+                if (key == NOT_A_PAIR) continue;
                 // kept in order of the other side (static first), not of the records' slots (which
                 // follow the neighbour lists' order), so every device lists the same pairs
-                int key = (other >= 0) ? other : STATIC_BODY;
                 int at = 0;
                 while (at < listed && other_of[at] < key) ++at;
                 if (at == listed || other_of[at] != key) {
@@ -60,12 +76,15 @@ __kernel void list_solve_pairs(
                     for (int p = listed; p > at; --p) {
                         other_of[p] = other_of[p - 1];
                         share_of[p] = share_of[p - 1];
+                        records_of[p] = records_of[p - 1];
                     }
                     ++listed;
                     other_of[at] = key;
                     share_of[at] = 0.0f;
+                    records_of[at] = 0;
                 }
                 share_of[at] += r[2 * history_stride].w;
+                records_of[at] += 1;
             }
         }
     }
@@ -74,7 +93,28 @@ __kernel void list_solve_pairs(
     for (int p = 0; p < listed; ++p) pair_colour[b * max_pairs + p] = -1;
     pair_bid[b] = 0u;
     if (listed) atomic_add(pair_totals, listed);
-    if (unlisted) atomic_max(pair_totals + 1, max_pairs + 1);  // the host doubles the slots until they hold it
+    if (unlisted) {
+        atomic_max(pair_totals + 1, max_pairs + 1);  // the host doubles the slots until they hold it
+        return;
+    }
+    // each pair's records in the order of the pass above (particle, then slot), the pairs one after
+    // another from the start of the body's region; the counts count them again as they go
+    __global int *start_of = pair_record_start + b * max_pairs;
+    int next_start = first * FRICTION_SLOTS;
+    for (int p = 0; p < listed; ++p) {
+        start_of[p] = next_start;
+        next_start += records_of[p];
+        records_of[p] = 0;
+    }
+    for (int i = first; i < end && listed; ++i) {
+        for (int k = 0; k < solve_count[i]; ++k) {
+            int key = record_pair(b, as_int(solve_record[k * SOLVE_FIELDS * history_stride + i].w), body_quiet, sleep);
+            if (key == NOT_A_PAIR) continue;
+            int at = 0;
+            while (other_of[at] != key) ++at;
+            pair_records[start_of[at] + records_of[at]++] = k * history_stride + i;
+        }
+    }
 }
 
 // Jones-Plassmann rounds with a greedy colour: each round, every pair not yet coloured bids its

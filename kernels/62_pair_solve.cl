@@ -1,6 +1,6 @@
 // Stage 62, the coloured passes of the velocity solve (solve_form "coloured"; contact-solve.md
 // E15): a launch per colour (61_pair_colouring.cl), a work-group of PAIR_LANES work-items per pair
-// of the colour. The lanes share out the lower body's particles and solve the pair's records
+// of the colour. The lanes share out the pair's records (its list, 61) and solve them
 // (solve_record_impulse, 60_solve.cl) from the two bodies' velocities at the launch's start, each
 // body's mass split over the pair's records only (Jacobi within the pair: solving a pair's records
 // one after another let friction sway a 40-cube column, E14); their sum changes both bodies at
@@ -29,9 +29,9 @@ __kernel void solve_pair_contacts(
     __global const int *pair_other,
     __global const float *pair_share,
     __global const uchar *body_impact,
-    __global const int *body_first_particle,
-    __global const int *body_particle_count,
-    __global const uchar *solve_count,
+    __global const int *pair_record_start,
+    __global const int *pair_record_count,
+    __global const int *pair_records,
     __global float4 *solve_record,
     __global const float *body_mass,
     __global const float *body_inv_inertia,
@@ -66,30 +66,27 @@ __kernel void solve_pair_contacts(
         B.count = split;
     }
     float3 impulse = (float3)(0.0f), moment_a = (float3)(0.0f), moment_b = (float3)(0.0f);
-    int end = body_first_particle[b] + body_particle_count[b];
-    for (int i = body_first_particle[b] + lane; i < end; i += PAIR_LANES) {
-        int count = solve_count[i];
-        for (int k = 0; k < count; ++k) {
-            __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
-            float4 f0 = r[0];
-            int other = as_int(f0.w);
-            if ((other >= 0) ? other != c : (other == NO_RECORD || c >= 0)) continue;
-            float3 n = f0.xyz;
-            float4 lambda = r[3 * stride];
-            float3 j;
-            if (warm) {
-                j = -lambda.w * n + lambda.xyz;
-            } else {
-                float4 next = solve_record_impulse(r, stride, A, B, substep, constants, relax, body_mass,
-                                                   body_inv_inertia);
-                j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
-                r[3 * stride] = next;
-                history_impulse_out[k * stride + i] = next;
-            }
-            impulse += j;
-            moment_a += cross(r[stride].xyz, j);
-            moment_b -= cross(r[2 * stride].xyz, j);  // c's arm (a static side's velocity: unused)
+    __global const int *records = pair_records + pair_record_start[g];
+    int record_count = pair_record_count[g];
+    for (int t = lane; t < record_count; t += PAIR_LANES) {
+        int slot = records[t];  // k * stride + i: the record's friction slot k of particle i
+        int k = slot / stride, i = slot - k * stride;
+        __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
+        float3 n = r[0].xyz;
+        float4 lambda = r[3 * stride];
+        float3 j;
+        if (warm) {
+            j = -lambda.w * n + lambda.xyz;
+        } else {
+            float4 next = solve_record_impulse(r, stride, A, B, substep, constants, relax, body_mass,
+                                               body_inv_inertia);
+            j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
+            r[3 * stride] = next;
+            history_impulse_out[slot] = next;
         }
+        impulse += j;
+        moment_a += cross(r[stride].xyz, j);
+        moment_b -= cross(r[2 * stride].xyz, j);  // c's arm (a static side's velocity: unused)
     }
     float sums[9];
     pair_lane_sums(sums, impulse, moment_a, moment_b);

@@ -139,10 +139,10 @@ VOXEL_NEIGHBOUR_SLOTS = 32
 # thousand floats per distinct shape, are left out.)
 _BYTES_PER_PARTICLE_BUT_LISTS = 16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
 BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
-# the coloured solve's pair lists (slot's other side, share, colour, rank in its colour, place in a
-# colour's list) at INITIAL_MAX_PAIRS slots (grown if a body needs more), the pair count, the
-# impact flag, two rounds' bids and the colour masks
-PAIR_BYTES_PER_BODY = 5 * 4 * INITIAL_MAX_PAIRS + 4 + 1 + 2 * 4 + MAX_PAIR_COLOURS // 8
+# the coloured solve's pair lists (slot's other side, share, first record and record count, colour,
+# rank in its colour, place in a colour's list) at INITIAL_MAX_PAIRS slots (grown if a body needs
+# more), the pair count, the impact flag, two rounds' bids and the colour masks
+PAIR_BYTES_PER_BODY = 7 * 4 * INITIAL_MAX_PAIRS + 4 + 1 + 2 * 4 + MAX_PAIR_COLOURS // 8
 # Colouring rounds enqueued before the colours are read back: the last substep's colours and
 # these more (a round after the last colour costs one idle launch)
 SPARE_COLOUR_ROUNDS = 2
@@ -160,10 +160,12 @@ def bytes_per_particle(contact_geometry: str | None = None) -> int:
 
 def solve_bytes_per_particle(contact_geometry: str | None = None) -> int:
     """Device bytes per particle of the velocity solve (its records, the impact speeds' and impulses'
-    histories, the passes' impulses, the record count): voxel contacts may solve (None: the largest)."""
+    histories, the passes' impulses, the record count, the coloured form's lists of each pair's
+    records): voxel contacts may solve (None: the largest)."""
     solves = contact_geometry in ("voxels", None)
     histories = 2 * (4 + 16) * FRICTION_SLOTS  # double-buffered, per friction slot
-    return (SOLVE_FIELDS * 16 * FRICTION_SLOTS + histories + 2 * 16 + 1) if solves else 0
+    pair_records = 4 * FRICTION_SLOTS
+    return (SOLVE_FIELDS * 16 * FRICTION_SLOTS + histories + 2 * 16 + 1 + pair_records) if solves else 0
 
 
 def estimate_device_memory(particle_count: int, body_count: int, contact_geometry: str | None = None) -> int:
@@ -375,6 +377,7 @@ class OpenCLEngine(StateMixin):
         self._allocate_pairs()
         a["pair_bid"] = buffer(nbytes=2 * 4 * body_count if self.coloured_solve else 16)
         a["body_impact"] = buffer(nbytes=body_count if self.coloured_solve else 16)
+        a["pair_records"] = buffer(nbytes=4 * FRICTION_SLOTS * particle_count if self.coloured_solve else 16)
         a["body_colours"] = buffer(nbytes=MAX_PAIR_COLOURS // 8 * body_count if self.coloured_solve else 16)
         a["pair_totals"] = buffer(nbytes=4 * (PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS))
         a["colour_start"] = buffer(nbytes=4 * (MAX_PAIR_COLOURS + 1))
@@ -462,7 +465,8 @@ class OpenCLEngine(StateMixin):
     def _allocate_pairs(self):
         """The coloured solve's pair lists at max_pairs slots per body (placeholders otherwise)."""
         slots = self.body_count * self.max_pairs if self.coloured_solve else 4
-        for name in ("pair_other", "pair_share", "pair_colour", "pair_rank", "colour_pairs"):
+        for name in ("pair_other", "pair_share", "pair_record_start", "pair_record_count", "pair_colour",
+                     "pair_rank", "colour_pairs"):
             self.arguments[name] = self._buffer(nbytes=4 * slots)
         self.arguments["pair_count"] = self._buffer(nbytes=4 * self.body_count if self.coloured_solve else 16)
 
@@ -680,8 +684,8 @@ class OpenCLEngine(StateMixin):
             self.max_pairs = grown_max_pairs(self.max_pairs, int(totals[1]))
             self._allocate_pairs()
             self.arguments["max_pairs"] = np.int32(self.max_pairs)
-            self._bind(("pair_other", "pair_share", "pair_colour", "pair_rank", "colour_pairs", "pair_count",
-                        "max_pairs"))
+            self._bind(("pair_other", "pair_share", "pair_record_start", "pair_record_count", "pair_colour",
+                        "pair_rank", "colour_pairs", "pair_count", "max_pairs"))
             self._colour_kernels.clear()
         self.colour_rounds = max(int(totals[4]), 1)
         counts = totals[PAIR_COLOUR_COUNTS:PAIR_COLOUR_COUNTS + totals[3]].copy()

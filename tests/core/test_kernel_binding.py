@@ -84,9 +84,12 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     assert (solving.arguments["solve_record"].size >= 16 * 5 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
     # and the coloured solve's pair lists, per body
     coloured = OpenCLEngine(cube_pile(8), SimulationSettings(**COLOURED_VOXELS)) if geometry == "voxels" else engine
-    pair_lists = sum(coloured.arguments[name].size for name in ("pair_other", "pair_share", "pair_colour", "pair_rank",
+    pair_lists = sum(coloured.arguments[name].size for name in ("pair_other", "pair_share", "pair_record_start",
+                                                                  "pair_record_count", "pair_colour", "pair_rank",
                                                                   "colour_pairs", "pair_count", "pair_bid", "body_impact",
                                                                   "body_colours"))
     assert (pair_lists >= bodies * solve_bytes_per_body("voxels")) == (solve_bytes_per_body(geometry) > 0)
+    # each pair's record list: a slot per friction slot of every particle
+    assert (coloured.arguments["pair_records"].size >= 4 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
     assert estimate_device_memory(particles, bodies) == max(estimate_device_memory(particles, bodies, g)
                                                             for g in CONTACT_GEOMETRIES)
