@@ -674,8 +674,9 @@ class OpenCLEngine(StateMixin):
                 rounds = colour_round + 1
                 cl.enqueue_copy(self.queue, totals, a["pair_totals"])
                 if totals[3] > MAX_PAIR_COLOURS:
-                    raise RuntimeError(f"the coloured solve needs more than {MAX_PAIR_COLOURS} colours: a body "
-                                       "touches too many others; use the Jacobi form (solve_form 'jacobi')")
+                    raise RuntimeError(f"a body touches more than {MAX_PAIR_COLOURS} others, more than Rigid "
+                                       "Voxels' solve takes: use Contacts: Particles or Flat Faces, or fewer, "
+                                       "larger bodies")
                 if totals[1] > self.max_pairs or totals[2] == totals[0]:
                     break
             if totals[1] <= self.max_pairs:

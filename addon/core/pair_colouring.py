@@ -24,10 +24,11 @@ from .model import STATIC_BODY
 # lower body of about 3-6 pairs.
 INITIAL_MAX_PAIRS = 8
 PRIORITY_MULTIPLIER = 0x9E3779B1
-# No scene should need nearly this many colours (each colour is a launch per pass; a body with
-# more pairs needs more): refused with a clear message. A multiple of 32 (the kernels' colour
-# masks are 32-bit words).
-MAX_PAIR_COLOURS = 128
+# A body needs at least as many colours as it has pairs: a cube in a pile 6-12, a dynamic board
+# under a heap of gravel one per stone (each colour is a launch per pass: slow, but solved). Beyond
+# this the scene is refused with a clear message. A multiple of 32 (the kernels' colour masks are
+# 32-bit words; the unused words cost a clear per body and substep).
+MAX_PAIR_COLOURS = 1024
 # where the kernels' pair_totals holds the colours' pair counts (61_pair_colouring.cl)
 PAIR_COLOUR_COUNTS = 5
 

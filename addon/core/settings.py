@@ -43,26 +43,35 @@ FRICTION_SLOTS = 8
 # cubes at 0.2. 0.9 leaves a single face at restitution 0 (0.84) untouched.
 DAMPING_LIMIT = 0.9
 CONTACT_GEOMETRIES = ("particles", "sdf", "voxels")
-# The stiffness target each contact geometry defaults to. Voxel contacts stand a pile like Newton's
-# and Bullet's boxes only with contacts 16x stiffer (4x the substeps): at 0.05 the 1000-cube pile
-# holds for 5 s and then avalanches, at 0.0125 its deepest corner sinks 1.4 cm, at 0.05 / 16 it
-# meets the pile figures (docs/experiments/contact-solve.md, E12). Particle contacts gain nothing
-# from it: their piles flow at any stiffness (E4, E10). With the velocity solve (solve_passes) voxel
-# contacts take 0.05 and the solve's stiffness instead (E13; not the default, see SOLVED_VOXELS).
-DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05 / 16}
-# The velocity solve (kernels/60_solve.cl), an option of voxel contacts: off by default
-# (solve_passes 0). With it (SOLVED_VOXELS) the 1000-cube pile is 89 % at rest at 5 s (E12's
-# springs: 75 %) and corners stay within 1 cm up to 100k cubes, at E12's cost; but a cube offset on
-# another still moves at 1-3 mm/s after 3 s, a slow cycle of the warm start (without it: 0.15 mm/s;
-# E13), and a column rings (E14). The coloured form (COLOURED_VOXELS) settles both, at 1.4-3x the
-# cost, with the 100k pile's corners at 1.6 cm (E15).
+# The stiffness target each contact geometry defaults to. Rigid Voxels solve their contacts
+# (solve_passes, below) and take 0.05 with the solve's stiffness on top. Without the solve, voxel
+# contacts stand a pile like Newton's and Bullet's boxes only with springs 16x stiffer (4x the
+# substeps): at 0.05 the 1000-cube pile holds for 5 s and then avalanches, at 0.0125 its deepest
+# corner sinks 1.4 cm, at 0.05 / 16 it meets the pile figures (docs/experiments/contact-solve.md,
+# E12). Particle contacts gain nothing from it: their piles flow at any stiffness (E4, E10).
+DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05}
+SPRING_VOXELS_TARGET_PENETRATION = 0.05 / 16
+# The velocity solve over Rigid Voxels' contacts (solve_passes; kernels 60-62), on by default in its
+# coloured form (E15, E16): against the springs alone (SPRING_VOXELS) it rebounds a cube dropped on
+# a cube at its restitution (springs: 0.91-1.15 of e), holds the 10k and 100k piles' corners to
+# 1-1.6 cm (springs 2.2-2.5), settles the 1000-cube pile sooner (77-86 % at rest at 5 s against 74 %),
+# pushes bodies started inside each other out at a bounded speed, and costs 0.8x the springs' time
+# on a 2-core CPU and 1.2-3x on an H100 (the springs need 4x the substeps). Particles and Flat Faces
+# have no solve.
+SOLVE_PASSES_BY_GEOMETRY = {"particles": 0, "sdf": 0, "voxels": 16}
+# Rigid Voxels with springs only (E12): no solve, 16x stiffer springs
+SPRING_VOXELS = {"contact_geometry": "voxels", "solve_passes": 0}
+# The Jacobi form of the solve (E13): the 1000-cube pile 89 % at rest at 5 s and corners within 1 cm
+# up to 100k cubes at the springs' cost; but a cube offset on another still moves at 1-3 mm/s after
+# 3 s (a slow cycle of the partial warm start; without it: 0.15 mm/s) and a column rings (E14).
 # Jacobi passes per substep: a pass carries a load one body further down a stack, and 4 or 8 left
 # the 10k and 100k piles' loads on the springs (corners 12-32 cm deep); 16 hold them.
-SOLVED_VOXELS = {"contact_geometry": "voxels", "target_penetration": 0.05, "solve_passes": 16}
-# The same with the coloured solve (solve_form "coloured"; E15), and 4 relax passes: the rigid relax
+JACOBI_VOXELS = {"contact_geometry": "voxels", "solve_passes": 16, "solve_form": "jacobi", "relax_passes": 1}
+# Rigid Voxels' default, spelled out: the coloured solve (E15) with 4 relax passes: the rigid relax
 # passes carry an impact's rebound down a chain (a cube dropped on a resting one: 0.95 of e with 1,
 # 0.97-0.99 with 4) at the price of a cube offset on another settling to 0.2 mm/s instead of 0.003
-COLOURED_VOXELS = {**SOLVED_VOXELS, "solve_form": "coloured", "relax_passes": 4}
+COLOURED_VOXELS = {"contact_geometry": "voxels", "solve_passes": 16, "solve_form": "coloured", "relax_passes": 4}
+DEFAULT_RELAX_PASSES = {"jacobi": 1, "coloured": 4}
 # How the solve's passes visit the contacts (solve_form): "jacobi", every contact from the bodies'
 # velocities at the pass's start, each body's mass split over all its contacts (E13); "coloured",
 # the body pairs coloured so that no two pairs of a colour share a body, the colours one after
@@ -111,7 +120,8 @@ MAX_SOLVE_PASSES = 64
 class SimulationSettings:
     gravity: tuple = (0.0, 0.0, -9.81)
     # fraction of particle radius under the design load; None: the contact geometry's default
-    # (DEFAULT_TARGET_PENETRATION), filled in on construction
+    # (DEFAULT_TARGET_PENETRATION; Rigid Voxels without the solve SPRING_VOXELS_TARGET_PENETRATION),
+    # filled in on construction
     target_penetration: float | None = None
     load_height: float | None = None  # metres of material resting on a contact; None: 10 x tallest body
     stiffness: float | None = None  # N/m per particle contact; overrides the target when set
@@ -128,19 +138,21 @@ class SimulationSettings:
     # faces meet flat instead of settling into the hollows between the particles below. "sdf" costs
     # about 2x the CPU time and 4-7x the GPU time in dense piles, and its 1000-cube pile ends
     # further from Newton's (docs/experiments/contact-solve.md, E6): an opt-in for flat faces.
-    # "voxels", two bodies' whole voxels meet box against box (core.voxel_pairs): flat faces and
-    # sharp edges between bodies, piles that stand like Newton's and Bullet's boxes (E11, E12).
+    # "voxels", two bodies' whole voxels meet box against box (core.voxel_pairs), their contacts
+    # solved at the velocity level: flat faces and sharp edges between bodies, piles that stand like
+    # Newton's and Bullet's boxes (E11-E16).
     contact_geometry: str = "particles"
     # Rigid Voxels only: passes of the velocity solve over the contacts after each substep
-    # (kernels/60_solve.cl and 62_pair_solve.cl; 0: none) and of its relax step (without the
-    # push-out, on the velocities only); how the passes visit the contacts (SOLVE_FORMS); how deep
+    # (kernels/60_solve.cl and 62_pair_solve.cl; 0: none, springs only; None:
+    # SOLVE_PASSES_BY_GEOMETRY) and of its relax step (without the push-out, on the velocities only;
+    # None: DEFAULT_RELAX_PASSES); how the passes visit the contacts (SOLVE_FORMS); how deep
     # a contact may go before it stops closing (fraction of the particle radius: each layer of a
     # stack sits this deep, so five rows of cubes sink 15 of it; None: DEFAULT_SOLVE_SLOP), how
     # fast the solve pushes a deeper one out (m/s), and the soft step's frequency, a fraction of
     # the substep rate (0: rigid; None: DEFAULT_SOLVE_HERTZ_FRACTION).
-    solve_passes: int = 0
-    relax_passes: int = 1
-    solve_form: str = "jacobi"
+    solve_passes: int | None = None
+    relax_passes: int | None = None
+    solve_form: str = "coloured"
     solve_slop: float | None = None
     solve_push_speed: float = 0.5
     solve_hertz_fraction: float | None = None
@@ -152,8 +164,12 @@ class SimulationSettings:
         if self.contact_geometry not in CONTACT_GEOMETRIES:
             raise ValueError(f"contact geometry must be one of {', '.join(CONTACT_GEOMETRIES)}, "
                              f"got {self.contact_geometry!r}")
-        if self.target_penetration is None:
-            self.target_penetration = DEFAULT_TARGET_PENETRATION[self.contact_geometry]
+        if self.solve_form not in SOLVE_FORMS:
+            raise ValueError(f"solve form must be one of {', '.join(SOLVE_FORMS)}, got {self.solve_form!r}")
+        if self.solve_passes is None:
+            self.solve_passes = SOLVE_PASSES_BY_GEOMETRY[self.contact_geometry]
+        if self.relax_passes is None:
+            self.relax_passes = DEFAULT_RELAX_PASSES[self.solve_form]
         for name in ("solve_passes", "relax_passes"):
             value = getattr(self, name)
             if isinstance(value, bool) or int(value) != value or not 0 <= value <= MAX_SOLVE_PASSES:
@@ -163,8 +179,10 @@ class SimulationSettings:
         if self.solve_passes and self.contact_geometry != "voxels":
             raise ValueError(f"the velocity solve needs Rigid Voxels contacts (contact geometry 'voxels'), "
                              f"got {self.contact_geometry!r} with {self.solve_passes} solve passes")
-        if self.solve_form not in SOLVE_FORMS:
-            raise ValueError(f"solve form must be one of {', '.join(SOLVE_FORMS)}, got {self.solve_form!r}")
+        if self.target_penetration is None:
+            springs_only = self.contact_geometry == "voxels" and not self.solve_passes
+            self.target_penetration = (SPRING_VOXELS_TARGET_PENETRATION if springs_only
+                                       else DEFAULT_TARGET_PENETRATION[self.contact_geometry])
         if self.solve_slop is None:
             self.solve_slop = DEFAULT_SOLVE_SLOP[self.solve_form]
         if self.solve_hertz_fraction is None:

@@ -1,4 +1,4 @@
-"""The coloured form of the velocity solve (settings.COLOURED_VOXELS, solve_form "coloured":
+"""The coloured form of the velocity solve, Rigid Voxels' default (settings.COLOURED_VOXELS, solve_form "coloured":
 kernels/61_pair_colouring.cl and 62_pair_solve.cl, addon/core/pair_colouring.py): the colouring, the
 kernels against the NumPy reference, and what it holds that the Jacobi form does not (E14, E15)."""
 import numpy as np
@@ -8,7 +8,7 @@ from addon.core import Material, ModelBuilder, SimulationSettings
 from addon.core.model import STATIC_BODY
 from addon.core.opencl_engine import OpenCLEngine
 from addon.core.pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, list_pairs
-from addon.core.settings import COLOURED_VOXELS
+from addon.core.settings import COLOURED_VOXELS, JACOBI_VOXELS
 from addon.core.shapes import box_particles
 from bench.contact_figures import rebound_ratio
 from tests.core.helpers import (CUBE_SIDE, RADIUS, add_cube, assert_kernels_follow_the_solve_reference,
@@ -186,8 +186,8 @@ def test_bad_solve_forms_are_refused_with_one_message():
         SimulationSettings(contact_geometry="voxels", solve_passes=4, solve_hertz_fraction=2.0)
     defaults = SimulationSettings(**COLOURED)
     assert (defaults.solve_slop, defaults.solve_hertz_fraction) == (0.001, 0.25)
-    assert (SimulationSettings(contact_geometry="voxels").solve_slop, SimulationSettings().solve_hertz_fraction) == \
-        (0.0035, 0.0)
+    jacobi = SimulationSettings(**JACOBI_VOXELS)
+    assert (jacobi.solve_slop, jacobi.solve_hertz_fraction) == (0.0035, 0.0)
 
 
 def test_re_runs_are_bit_identical(monkeypatch):

@@ -79,8 +79,8 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
                           + bodies * pair_difference)
     assert engine.arguments["neighbour_list"].size == 4 * particles * engine.neighbour_slots
     # the velocity solve's records: counted for Rigid Voxels, which may solve (settings.solve_passes)
-    from addon.core.settings import COLOURED_VOXELS, SOLVED_VOXELS
-    solving = OpenCLEngine(cube_pile(8), SimulationSettings(**SOLVED_VOXELS)) if geometry == "voxels" else engine
+    from addon.core.settings import COLOURED_VOXELS, JACOBI_VOXELS
+    solving = OpenCLEngine(cube_pile(8), SimulationSettings(**JACOBI_VOXELS)) if geometry == "voxels" else engine
     assert (solving.arguments["solve_record"].size >= 16 * 5 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
     # and the coloured solve's pair lists, per body
     coloured = OpenCLEngine(cube_pile(8), SimulationSettings(**COLOURED_VOXELS)) if geometry == "voxels" else engine

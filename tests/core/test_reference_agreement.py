@@ -44,7 +44,8 @@ def colliding_scene(spacing=0.85):
 def test_kernels_match_numpy_reference_over_100_substeps(body_lanes, contact_geometry, monkeypatch):
     monkeypatch.setenv("PRB_BODY_LANES", body_lanes)
     model = colliding_scene(0.95 if contact_geometry == "voxels" else 0.85)
-    settings = SimulationSettings(contact_geometry=contact_geometry)
+    # voxels on their springs alone: the solve's agreement is test_velocity_solve's and test_coloured_solve's
+    settings = SimulationSettings(contact_geometry=contact_geometry, solve_passes=0)
     reference = ReferenceEngine(model, settings)
     kernels = OpenCLEngine(model, settings)
     assert kernels.body_lanes == int(body_lanes)

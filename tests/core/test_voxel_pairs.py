@@ -7,6 +7,7 @@ import pytest
 from addon.core import Material, ModelBuilder, SimulationSettings
 from addon.core.opencl_engine import OpenCLEngine
 from addon.core.rotations import quaternion_to_matrix
+from addon.core.settings import COLOURED_VOXELS, SPRING_VOXELS
 from addon.core.shapes import box_particles, cube_particles
 from addon.core.voxel_pairs import VOXEL_PAIR_REACH, exposed_faces, voxel_pair
 from bench.scenes import cube_pile
@@ -16,6 +17,9 @@ from tests.core.helpers import (CUBE_SIDE, RADIUS, add_cube, assert_lists_miss_n
 from tests.core.test_conservation import momentum_changes
 
 ALL_FACES = 0x3F
+# The voxel contacts themselves, on their springs (E12); Rigid Voxels' default solves them too
+# (test_coloured_solve.py), and where a user sees both the tests run both
+SPRINGS = SPRING_VOXELS
 
 
 def test_exposed_faces_of_a_cube_a_turned_lattice_and_particles_off_any_lattice():
@@ -88,19 +92,20 @@ def test_a_voxel_is_never_pushed_out_through_a_face_it_shares_with_its_own_body(
 def test_a_cube_across_the_joint_of_two_sinks_less_than_a_millimetre():
     """Issue 22: the springs under the cube's weight take 0.90 mm at the particles' stiffness and
     0.06 mm at the voxels' own (16x stiffer); particle contacts sink 45 mm."""
-    assert joint_sink(contact_geometry="voxels") < 0.1e-3
-    assert joint_sink(contact_geometry="voxels", target_penetration=0.05) < 1e-3
+    assert joint_sink(**SPRINGS) < 0.1e-3
+    assert joint_sink(**SPRINGS, target_penetration=0.05) < 1e-3
 
 
 def test_five_half_offset_rows_keep_their_heights_within_a_centimetre():
     """Issue 22: rows of cubes each half a cube off the row below. Particle contacts nest them
     (top row 187 mm low); voxel contacts rest face on face, each face of the row below carrying half
     of each of two cubes above."""
-    total = sum(half_offset_row_errors(2.0, contact_geometry="voxels"))
+    total = sum(half_offset_row_errors(2.0, **SPRINGS))
     assert total < 0.01, total
 
 
-def test_a_cube_on_a_cube_holds_out_to_where_its_centre_passes_the_edge():
+@pytest.mark.parametrize("settings", [SPRINGS, COLOURED_VOXELS], ids=["springs", "solved"])
+def test_a_cube_on_a_cube_holds_out_to_where_its_centre_passes_the_edge(settings):
     """Voxel faces carry a cube over an edge: 0.4 of its side out it stays, 0.6 out it tips off
     (with particle contacts it slides off the lower cube's rounded edge far sooner)."""
     def top_after(offset):
@@ -108,7 +113,7 @@ def test_a_cube_on_a_cube_holds_out_to_where_its_centre_passes_the_edge():
         add_cube(builder, (0.0, 0.0, 0.5))
         add_cube(builder, (offset, 0.0, 1.5))
         builder.add_ground_plane(0.0)
-        return run_for(engine_for(builder, contact_geometry="voxels"), 2.0).position[1]
+        return run_for(engine_for(builder, **settings), 2.0).position[1]
     held = top_after(0.4)
     assert abs(held[2] - 1.5) < 2e-3 and abs(held[0] - 0.4) < 2e-3
     assert top_after(0.6)[2] < 1.0
@@ -118,22 +123,23 @@ def test_a_forty_cube_column_keeps_its_height_within_a_percent():
     """Issue 22: the bottom pairs carry 40 cubes, four times the stiffness target's design load, loaded
     as the column settles (the push-out limit must not take it for an overlap: it let the column
     sink 2.5 % when it did). Measured: 0.07 % lost, 7 micrometres of sideways drift."""
-    top = run_for(engine_for(column_of_cubes(40), contact_geometry="voxels"), 3.0).position[-1]
+    top = run_for(engine_for(column_of_cubes(40), **SPRINGS), 3.0).position[-1]
     assert (39.5 - top[2]) / 40 < 0.01 and np.linalg.norm(top[:2]) < 1e-3
 
 
+@pytest.mark.parametrize("settings", [SPRINGS, COLOURED_VOXELS], ids=["springs", "solved"])
 @pytest.mark.parametrize("overlap", [0.06, 0.11])
-def test_bodies_started_inside_each_other_part_without_being_thrown(overlap):
+def test_bodies_started_inside_each_other_part_without_being_thrown(overlap, settings):
     """A cube started 6 or 11 cm inside another (a third or two thirds of a particle radius): the
     16x stiffer springs alone threw it 2 or 9.5 m up at 6-13 m/s. With the push-out limit it comes
     up at about PUSH_OUT_SPEED (measured: at most 1.1 / 1.6 m/s, 9 / 12 cm above the face) and
-    settles on the face."""
+    settles on the face; so it does with the solve (its push-out speed is solve_push_speed)."""
     builder = ModelBuilder(RADIUS)
     material = Material(friction=0.5, restitution=0.0)
     add_cube(builder, (0.0, 0.0, 0.51), material=material)
     add_cube(builder, (RADIUS, RADIUS, 1.51 - overlap), material=material)
     builder.add_ground_plane(0.0, material=material)
-    engine = engine_for(builder, sleep_speed=0.0, contact_geometry="voxels")
+    engine = engine_for(builder, sleep_speed=0.0, **settings)
     highest = fastest = 0.0
     for _ in range(400):
         state = run_for(engine, 0.005)
@@ -147,7 +153,7 @@ def test_bodies_started_inside_each_other_part_without_being_thrown(overlap):
 def test_frictional_voxel_collision_keeps_linear_and_angular_momentum(friction):
     """A spinning cube glancing off a turned one: both sides of each pair compute it in one order,
     at one point, so momentum is kept to float rounding (the tolerance is issue 22's)."""
-    engine = engine_for(glancing_cubes(friction), gravity=(0, 0, 0), contact_geometry="voxels")
+    engine = engine_for(glancing_cubes(friction), gravity=(0, 0, 0), **SPRINGS)
     linear, angular = momentum_changes(engine, 1.0)
     assert engine.body_state().velocity[0, 0] < 2.0  # they did collide
     assert linear < 1e-5
@@ -181,7 +187,7 @@ def expected_voxel_contacts(model, orientation, positions, faces):
 def test_no_voxel_contact_is_missed_between_rebuilds():
     """A pile forming, every fourth substep checked against brute force: the lists (a diameter of
     skin, rebuilt after 0.12 of it) hold every pair up to two voxels' corner to corner reach."""
-    engine = OpenCLEngine(cube_pile(27, spacing=1.1), SimulationSettings(contact_geometry="voxels"))
+    engine = OpenCLEngine(cube_pile(27, spacing=1.1), SimulationSettings(**SPRINGS))
     faces = exposed_faces(engine.model)
     with_contacts = assert_lists_miss_no_contact(
         engine, 320, lambda state, positions: expected_voxel_contacts(engine.model, state.orientation, positions,
@@ -199,7 +205,7 @@ def test_sphere_like_voxels_keep_particle_contacts():
         for position in ((0, 0, 0), (0.95 * 2 * RADIUS,) * 3):
             builder.add_body(box_particles((1, 1, 1), 2 * RADIUS), density=1000.0, position=position,
                              corner_reach=corner_reach)
-        engine = OpenCLEngine(builder.finalize(), SimulationSettings(gravity=(0, 0, 0), contact_geometry="voxels"))
+        engine = OpenCLEngine(builder.finalize(), SimulationSettings(gravity=(0, 0, 0), **SPRINGS))
         engine.step(1)
         return len(engine.contact_pairs()) > 0
     assert touching(1.0)
