@@ -99,7 +99,8 @@ def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--contact-geometry", choices=CONTACT_GEOMETRIES,
                    help=f"how bodies meet: particles (fast), sdf (flat faces: a cube across a joint rests within "
                         f"1 mm and offset rows do not nest; about 2x the CPU time, 4-7x on a GPU, in dense piles) or "
-                        f"voxels (rigid voxels: solid bodies pile and stack like rigid boxes; about 6-12x the time); "
+                        f"voxels (rigid voxels: solid bodies pile and stack like rigid boxes, their contacts solved; "
+                        f"about 10x the time on a CPU, 14-28x on a GPU); "
                         f"default {defaults.contact_geometry} or the scene's setting")
     p.add_argument("--sleep-speed", type=_not_negative, metavar="M_PER_S",
                    help=f"bodies slower than this for --sleep-time seconds stop until hit (0: never; default "

@@ -21,7 +21,7 @@ ROLE_ITEMS = (
 )
 ROLE_LABELS = {identifier: label for identifier, label, _ in ROLE_ITEMS}
 # SimulationSettings.contact_geometry; the figures are issue 22's measurements
-# (docs/experiments/contact-solve.md, E6 and E12)
+# (docs/experiments/contact-solve.md, E6, E12 and E16)
 CONTACT_GEOMETRY_ITEMS = (
     ("particles", "Particles (fast)",
      "Bodies meet particle against particle: the fastest. A face rests on the tops of the other body's "
@@ -30,9 +30,10 @@ CONTACT_GEOMETRY_ITEMS = (
      "Each body's particles meet the other body's flat surface: a cube across a joint rests within 1 mm and "
      "offset rows do not nest (stacks, walls, masonry). About 2x the CPU time, 4-7x on a GPU, in dense piles"),
     ("voxels", "Rigid Voxels",
-     "Solid bodies meet voxel against voxel, box against box, with 16x stiffer contacts: flat faces, sharp "
-     "edges, and piles that stand like rigid boxes (a 1000-cube pile keeps Newton's shape) instead of flowing. "
-     "About 6-12x the time of Particles in piles (on a 2-core CPU 3x Bullet's)"),
+     "Solid bodies meet voxel against voxel, box against box, and a velocity solve keeps them from sinking "
+     "into each other: flat faces, sharp edges, still stacks, bounces at the bounciness set, and piles that "
+     "stand like rigid boxes (a 1000-cube pile keeps Newton's shape) instead of flowing. About 10x the time "
+     "of Particles on a CPU, 14-28x on a GPU"),
 )
 _BAKE = BakeOptions()
 _OBJECT = ObjectSettings()
@@ -121,7 +122,7 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
                                    subtype="DISTANCE", unit="LENGTH", precision=4)
     stiffness_mode: EnumProperty(
         name="Stiffness", default="AUTO",
-        items=(("AUTO", "Automatic", "The contact geometry's own stiffness target (Rigid Voxels: 16x stiffer)"),
+        items=(("AUTO", "Automatic", "The stiffness target 0.05 (Rigid Voxels add their solve on top)"),
                ("MANUAL", "Manual", "Use the stiffness target given below")))
     target_penetration: FloatProperty(
         name="Stiffness Target", default=_SIMULATION.target_penetration, min=0.0001, max=1.0, subtype="FACTOR",
@@ -132,8 +133,8 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
         name="Contacts", default=_SIMULATION.contact_geometry, items=CONTACT_GEOMETRY_ITEMS,
         description="How bodies meet each other (the ground and static colliders are the same either way). "
                     "Flat Faces: faces rest flat, for stacks and walls, at about 2x the CPU time and 4-7x the GPU "
-                    "time in dense piles. Rigid Voxels: solid bodies pile and stack like rigid boxes, at about 6-12x "
-                    "the time")
+                    "time in dense piles. Rigid Voxels: solid bodies pile and stack like rigid boxes, at about 10x "
+                    "the time on a CPU, 14-28x on a GPU")
     use_sleep: BoolProperty(
         name="Sleeping", default=_SIMULATION.sleep_speed > 0 and _SIMULATION.sleep_time > 0,
         description="Let bodies that have come to rest stop exactly (Blender's rigid bodies call it deactivation); "
