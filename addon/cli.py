@@ -100,7 +100,7 @@ def add_bake_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"how bodies meet: particles (fast), sdf (flat faces: a cube across a joint rests within "
                         f"1 mm and offset rows do not nest; about 2x the CPU time, 4-7x on a GPU, in dense piles) or "
                         f"voxels (rigid voxels: solid bodies pile and stack like rigid boxes, their contacts solved; "
-                        f"about 10x the time on a CPU, 14-28x on a GPU); "
+                        f"about 10x the time on a CPU, 12-30x on a GPU); "
                         f"default {defaults.contact_geometry} or the scene's setting")
     p.add_argument("--sleep-speed", type=_not_negative, metavar="M_PER_S",
                    help=f"bodies slower than this for --sleep-time seconds stop until hit (0: never; default "

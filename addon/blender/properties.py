@@ -33,7 +33,7 @@ CONTACT_GEOMETRY_ITEMS = (
      "Solid bodies meet voxel against voxel, box against box, and a velocity solve keeps them from sinking "
      "into each other: flat faces, sharp edges, still stacks, bounces at the bounciness set, and piles that "
      "stand like rigid boxes (a 1000-cube pile keeps Newton's shape) instead of flowing. About 10x the time "
-     "of Particles on a CPU, 14-28x on a GPU"),
+     "of Particles on a CPU, 12-30x on a GPU"),
 )
 _BAKE = BakeOptions()
 _OBJECT = ObjectSettings()
@@ -134,7 +134,7 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
         description="How bodies meet each other (the ground and static colliders are the same either way). "
                     "Flat Faces: faces rest flat, for stacks and walls, at about 2x the CPU time and 4-7x the GPU "
                     "time in dense piles. Rigid Voxels: solid bodies pile and stack like rigid boxes, at about 10x "
-                    "the time on a CPU, 14-28x on a GPU")
+                    "the time on a CPU, 12-30x on a GPU")
     use_sleep: BoolProperty(
         name="Sleeping", default=_SIMULATION.sleep_speed > 0 and _SIMULATION.sleep_time > 0,
         description="Let bodies that have come to rest stop exactly (Blender's rigid bodies call it deactivation); "
