@@ -53,11 +53,11 @@ DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05}
 SPRING_VOXELS_TARGET_PENETRATION = 0.05 / 16
 # The velocity solve over Rigid Voxels' contacts (solve_passes; kernels 60-62), on by default in its
 # coloured form (E15, E16): against the springs alone (SPRING_VOXELS) it rebounds a cube dropped on
-# a cube at its restitution (springs: 0.91-1.15 of e), holds the 10k and 100k piles' corners to
-# 1-1.6 cm (springs 2.2-2.5), settles the 1000-cube pile sooner (77-86 % at rest at 5 s against 74 %),
+# a cube at its restitution (springs: 0.91-1.15 of e), holds the 10k pile's corners to 1-1.5 cm
+# (springs 2.2), settles the 1000-cube pile sooner (86 % at rest at 5 s over six runs against 74 %),
 # pushes bodies started inside each other out at a bounded speed, and costs 0.8x the springs' time
-# on a 2-core CPU and 1.2-3x on an H100 (the springs need 4x the substeps). Particles and Flat Faces
-# have no solve.
+# on a 2-core CPU and 1.1-3x on an H100 (the springs need 4x the substeps). Once the 100k block
+# avalanches its corners still sink 2-7.5 cm (E16). Particles and Flat Faces have no solve.
 SOLVE_PASSES_BY_GEOMETRY = {"particles": 0, "sdf": 0, "voxels": 16}
 # Rigid Voxels with springs only (E12): no solve, 16x stiffer springs
 SPRING_VOXELS = {"contact_geometry": "voxels", "solve_passes": 0}
@@ -69,7 +69,8 @@ SPRING_VOXELS = {"contact_geometry": "voxels", "solve_passes": 0}
 JACOBI_VOXELS = {"contact_geometry": "voxels", "solve_passes": 16, "solve_form": "jacobi", "relax_passes": 1}
 # Rigid Voxels' default, spelled out: the coloured solve (E15) with 4 relax passes: the rigid relax
 # passes carry an impact's rebound down a chain (a cube dropped on a resting one: 0.95 of e with 1,
-# 0.97-0.99 with 4) at the price of a cube offset on another settling to 0.2 mm/s instead of 0.003
+# 0.98-0.99 with 4) at the price of a cube offset on another settling less still (soft at 0.25:
+# 0.2 mm/s with 4, 0.003 with 1; at 0.15, the default, 0.04 with 4)
 COLOURED_VOXELS = {"contact_geometry": "voxels", "solve_passes": 16, "solve_form": "coloured", "relax_passes": 4}
 DEFAULT_RELAX_PASSES = {"jacobi": 1, "coloured": 4}
 # How the solve's passes visit the contacts (solve_form): "jacobi", every contact from the bodies'
