@@ -1,6 +1,7 @@
 """The Jacobi form of the velocity solve over the voxel contacts (settings.solve_form "jacobi",
-kernels/60_solve.cl, settings.JACOBI_VOXELS; Rigid Voxels' default is the coloured form): the kernels against the NumPy reference, the load it
-carries beyond the springs, momentum, restitution and settings refused."""
+kernels/60_solve.cl, settings.JACOBI_VOXELS; Rigid Voxels' default is the coloured form): the
+kernels against the NumPy reference, the load it carries beyond the springs, momentum, restitution
+and settings refused."""
 import numpy as np
 import pytest
 
