@@ -176,8 +176,14 @@ def local_channels(objects, world: np.ndarray, parent_world: dict | None = None)
     m3 = basis[..., :3, :3]
     m3 = m3 / np.linalg.norm(m3, axis=-2, keepdims=True)  # remove the object's own scale (columns)
     for idx, obj in enumerate(objects):  # Blender composes delta @ rotation: take the delta out
-        quaternion_like = obj.rotation_mode in ("QUATERNION", "AXIS_ANGLE")
-        delta = obj.delta_rotation_quaternion.to_matrix() if quaternion_like else obj.delta_rotation_euler.to_matrix()
+        if obj.rotation_mode == "AXIS_ANGLE":
+            # its delta is DNA's drotAxis/drotAngle (zero angle by default), which the Python API
+            # does not expose; Blender applies neither delta_rotation_quaternion nor _euler to it
+            continue
+        if obj.rotation_mode == "QUATERNION":  # normalised before use, as Blender does
+            delta = obj.delta_rotation_quaternion.normalized().to_matrix()
+        else:
+            delta = obj.delta_rotation_euler.to_matrix()
         delta = _matrix_np(delta)
         if not np.allclose(delta, np.eye(3)):
             m3[:, idx] = delta.T @ m3[:, idx]
