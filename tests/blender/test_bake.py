@@ -321,6 +321,32 @@ def test_local_channels_take_out_the_delta_rotation_blender_applies(registered, 
     assert_channels_reproduce_moves(objects)
 
 
+@pytest.mark.parametrize("rotation_mode", ROTATION_MODES)
+def test_local_channels_of_mirrored_objects_reproduce_their_world_matrices(registered, rotation_mode):
+    """Keys hold location and rotation; the scale stays the object's own. With one, two or three negative
+    axes (in scale or delta scale, of the object or of its parent) the channels local_channels makes
+    from turned and moved world matrices give those matrices back in Blender."""
+    fresh_scene(1, 2)
+    bpy.ops.object.empty_add(location=(1.0, -2.0, 0.5), rotation=(0.3, -0.2, 0.9))
+    parent = bpy.context.object
+    parent.scale = (1.3, -1.3, 1.3)
+    cases = {"plain": ((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)), "z": ((1.0, 1.0, -1.0), (1.0, 1.0, 1.0)),
+             "xy": ((-0.7, -1.2, 0.9), (1.0, 1.0, 1.0)), "xyz": ((-0.8, -1.1, -1.0), (1.0, 1.0, 1.0)),
+             "delta x": ((0.9, 1.1, 1.0), (-1.0, 1.0, 1.2)), "y and delta y": ((1.0, -1.5, 1.0), (1.0, -1.0, 1.0))}
+    objects = []
+    for k, (name, (scale, delta_scale)) in enumerate(cases.items()):
+        for parented in (False, True):
+            obj = _with_deltas(add_cube(f"{name}{' child' if parented else ''}", (k, 0.0, 1.0),
+                                        rotation=(0.4, 0.1 * k, -0.6), rotation_mode=rotation_mode))
+            obj.scale, obj.delta_scale = scale, delta_scale
+            if parented:
+                obj.parent = parent
+            objects.append(obj)
+    start = assert_channels_reproduce_moves(objects)
+    det = np.linalg.det(start[:, :3, :3])
+    assert (det < 0).sum() == 6 and (det > 0).sum() == 6  # mirrored in the world, and not
+
+
 class _Event:
     def __init__(self, type_, value="NOTHING"):
         self.type, self.value = type_, value
