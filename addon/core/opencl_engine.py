@@ -38,7 +38,7 @@ from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields
 from .voxel_pairs import (EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGES, PUSH_OUT_SPEED,
                           VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, exposed_faces, push_out_birth_depth)
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
-from .device import create_context
+from .device import KERNEL_OPENCL_C, create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
 from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, grown_max_pairs
@@ -80,6 +80,8 @@ STAGES = (
     Stage("62_pair_solve.cl", ("solve_pair_contacts",)),
 )
 SOLVE_KERNELS = tuple(kernel for stage in STAGES if stage.number >= 60 for kernel in stage.kernels)
+# the same OpenCL C on every device, macOS's included (device.py refuses a device below it)
+OPENCL_C_STANDARD = "-cl-std=CL%d.%d" % KERNEL_OPENCL_C
 SOLVE_FIELDS = 5  # float4s per contact record: keep equal to 00_common.h's SOLVE_FIELDS
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
@@ -293,8 +295,9 @@ class OpenCLEngine(StateMixin):
                    f"-DWARM_START_FRACTION={WARM_START_FRACTION[self.settings.solve_form]!r}f",
                    f"-DPAIR_LANES={self.pair_lanes}", f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
                    f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}",
-                   "-cl-denorms-are-zero"]
+                   "-cl-denorms-are-zero", OPENCL_C_STANDARD]
         source = program_source()
+        self.build_options = tuple(options)
         self.program = cl.Program(self.context, source).build(options=options)
         # every kernel's parameter names, from its signature; one instance of each kernel per parity
         # of the substep, so that the double buffers' arguments never change between substeps
