@@ -105,9 +105,9 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
     use_scene_frame_range: BoolProperty(
         name="Scene Frame Range", default=True,
         description="Simulate the scene's frame range; off: use the range below")
-    frame_start: IntProperty(name="Start", default=_BAKE.frame_start, description="First frame of the bake")
-    frame_end: IntProperty(name="End", default=_BAKE.frame_end, description="Last frame of the bake")
-    frame_step: IntProperty(name="Step", default=_BAKE.frame_step, min=1, soft_max=10,
+    frame_start: IntProperty(name="Start", default=_BAKE.frames.frame_start, description="First frame of the bake")
+    frame_end: IntProperty(name="End", default=_BAKE.frames.frame_end, description="Last frame of the bake")
+    frame_step: IntProperty(name="Step", default=_BAKE.frames.frame_step, min=1, soft_max=10,
                             description="Key every Nth frame (the simulation samples at this step too)")
     substeps_mode: EnumProperty(
         name="Substeps", default="AUTO",

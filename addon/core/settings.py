@@ -202,13 +202,13 @@ class SimulationSettings:
         for name in ("load_height", "stiffness", "substep"):
             value = getattr(self, name)
             if value is not None and not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be positive, got {value}")
+                raise ValueError(f"{name.replace('_', ' ')} must be positive, got {value}")
         if self.terminal_speed < 0:
             raise ValueError("terminal speed must be >= 0")
         for name in ("sleep_speed", "sleep_time"):
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be >= 0, got {value}")
+                raise ValueError(f"{name.replace('_', ' ')} must be 0 or more, got {value}")
 
 
 # What an object is in a scene (the Blender layer's ``Object.prb.role``); the core itself sees only
@@ -246,6 +246,41 @@ class ConversionSettings:
 
     radius: float | None = None  # particle radius; None: automatic from the smallest body
     max_particles: int = 20_000_000  # refuse a scene that needs more
+
+    def __post_init__(self):
+        if self.radius is not None and not (self.radius > 0 and math.isfinite(self.radius)):
+            raise ValueError(f"particle radius must be more than 0, got {self.radius}")
+        if not self.max_particles >= 1:
+            raise ValueError(f"the particle limit must be at least 1, got {self.max_particles}")
+
+
+@dataclass(frozen=True)
+class FrameSettings:
+    """Which frames a bake simulates and keys, and the substeps of each."""
+
+    frame_start: int = 1
+    frame_end: int = 250
+    frame_step: int = 1  # key every Nth frame (the simulation samples at this step too)
+    substeps: int | None = None  # per frame; None: automatic (simulation.substeps_for_frame)
+
+    def __post_init__(self):
+        if self.frame_end <= self.frame_start:
+            raise ValueError(f"frame range {self.frame_start}-{self.frame_end} is empty: the end must be after "
+                             f"the start")
+        if self.frame_step < 1:
+            raise ValueError("frame step must be at least 1")
+        if self.substeps is not None and self.substeps < 1:
+            raise ValueError(f"substeps per frame must be at least 1, got {self.substeps}")
+
+    @property
+    def frame_count(self) -> int:
+        """Simulated frames after the first one."""
+        return (self.frame_end - self.frame_start) // self.frame_step
+
+
+# Where a manual particle radius and substep count start (automatic, None, is the default of both)
+MANUAL_PARTICLE_RADIUS = 0.05
+MANUAL_SUBSTEPS = 100
 
 
 @dataclass
