@@ -24,8 +24,9 @@ from ..core.opencl_engine import estimate_device_memory
 from ..core.rotations import pose_matrices
 from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_STATIC, ConversionSettings, FrameSettings,
                              SimulationSettings)
+from .properties import BAKE_MODE_ITEMS
 
-BAKE_MODES = ("KEYFRAMES", "INSTANCES")
+BAKE_MODES = tuple(identifier for identifier, _label, _description in BAKE_MODE_ITEMS)
 
 
 class BakeError(Exception):

@@ -9,9 +9,9 @@ import bpy
 from bpy.props import (BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty,
                        PointerProperty, StringProperty)
 
-from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_IGNORED, ROLE_STATIC, ConversionSettings,
-                             ObjectSettings, SimulationSettings)
-from .job import BakeOptions
+from ..core.settings import (MANUAL_PARTICLE_RADIUS, MANUAL_SUBSTEPS, ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION,
+                             ROLE_IGNORED, ROLE_STATIC, ConversionSettings, FrameSettings, ObjectSettings,
+                             SimulationSettings)
 
 ROLE_ITEMS = (
     (ROLE_FOLLOW_SELECTION, "Follow Selection", "Simulated as a dynamic body when selected at Simulate & Bake time"),
@@ -35,10 +35,22 @@ CONTACT_GEOMETRY_ITEMS = (
      "stand like rigid boxes (a 1000-cube pile keeps Newton's shape) instead of flowing. About 10x the time "
      "of Particles on a CPU, 12-30x on a GPU"),
 )
-_BAKE = BakeOptions()
+# Bake To (job.BAKE_MODES); the first is the default
+BAKE_MODE_ITEMS = (
+    ("KEYFRAMES", "Keyframes", "Key each body's object: editable per object, up to ~10,000 bodies"),
+    ("INSTANCES", "Instances", "One object shows every body from a point cache beside the .blend "
+                               "(plays and renders without the add-on; for 10,000 bodies and more)"),
+)
+_FRAMES = FrameSettings()
 _OBJECT = ObjectSettings()
 _SIMULATION = SimulationSettings()
 _CONVERSION = ConversionSettings()
+
+
+def _mode(core_default) -> str:
+    """A Substeps, Particle Size or Stiffness mode's default: Automatic where the core's is None."""
+    return "AUTO" if core_default is None else "MANUAL"
+
 
 # 4.5+ warns about '//' paths in a path property without this option, which 4.2 does not know
 _BLEND_RELATIVE = ({"PATH_SUPPORTS_BLEND_RELATIVE"}
@@ -105,23 +117,23 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
     use_scene_frame_range: BoolProperty(
         name="Scene Frame Range", default=True,
         description="Simulate the scene's frame range; off: use the range below")
-    frame_start: IntProperty(name="Start", default=_BAKE.frames.frame_start, description="First frame of the bake")
-    frame_end: IntProperty(name="End", default=_BAKE.frames.frame_end, description="Last frame of the bake")
-    frame_step: IntProperty(name="Step", default=_BAKE.frames.frame_step, min=1, soft_max=10,
+    frame_start: IntProperty(name="Start", default=_FRAMES.frame_start, description="First frame of the bake")
+    frame_end: IntProperty(name="End", default=_FRAMES.frame_end, description="Last frame of the bake")
+    frame_step: IntProperty(name="Step", default=_FRAMES.frame_step, min=1, soft_max=10,
                             description="Key every Nth frame (the simulation samples at this step too)")
     substeps_mode: EnumProperty(
-        name="Substeps", default="AUTO",
+        name="Substeps", default=_mode(FrameSettings.substeps),
         items=(("AUTO", "Automatic", "Substeps per frame from the contact stiffness and the lightest body"),
                ("MANUAL", "Manual", "Use the number of substeps per frame given below")))
-    substeps: IntProperty(name="Substeps per Frame", default=100, min=1, soft_max=2000)
+    substeps: IntProperty(name="Substeps per Frame", default=MANUAL_SUBSTEPS, min=1, soft_max=2000)
     radius_mode: EnumProperty(
-        name="Particle Size", default="AUTO",
+        name="Particle Size", default=_mode(ConversionSettings.radius),
         items=(("AUTO", "Automatic", "Choose the particle radius from the size of the bodies"),
                ("MANUAL", "Manual", "Use the particle radius given below")))
-    particle_radius: FloatProperty(name="Particle Radius", default=0.05, min=1e-5, soft_max=1.0,
+    particle_radius: FloatProperty(name="Particle Radius", default=MANUAL_PARTICLE_RADIUS, min=1e-5, soft_max=1.0,
                                    subtype="DISTANCE", unit="LENGTH", precision=4)
     stiffness_mode: EnumProperty(
-        name="Stiffness", default="AUTO",
+        name="Stiffness", default=_mode(SimulationSettings.target_penetration),
         items=(("AUTO", "Automatic", "The stiffness target 0.05 (Rigid Voxels add their solve on top)"),
                ("MANUAL", "Manual", "Use the stiffness target given below")))
     target_penetration: FloatProperty(
@@ -149,11 +161,7 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
                          description="OpenCL device that runs the simulation")
     max_particles: IntProperty(name="Particle Limit", default=_CONVERSION.max_particles, min=1,
                                description="Refuse to simulate more particles than this")
-    bake_mode: EnumProperty(
-        name="Bake To", default=_BAKE.bake_mode,
-        items=(("KEYFRAMES", "Keyframes", "Key each body's object: editable per object, up to ~10,000 bodies"),
-               ("INSTANCES", "Instances", "One object shows every body from a point cache beside the .blend "
-                                          "(plays and renders without the add-on; for 10,000 bodies and more)")))
+    bake_mode: EnumProperty(name="Bake To", default=BAKE_MODE_ITEMS[0][0], items=BAKE_MODE_ITEMS)
     cache_folder: StringProperty(
         name="Cache Folder", default="//prb_cache/", subtype="DIR_PATH", options=_BLEND_RELATIVE,
         description="Where Bake To Instances writes its point cache ('//' is the folder of the .blend)")
