@@ -9,6 +9,7 @@ import bpy
 from bpy.props import (BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty,
                        PointerProperty, StringProperty)
 
+from ..core.contact_geometry import CONTACT_GEOMETRY
 from ..core.settings import (MANUAL_PARTICLE_RADIUS, MANUAL_SUBSTEPS, ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION,
                              ROLE_IGNORED, ROLE_STATIC, ConversionSettings, FrameSettings, ObjectSettings,
                              SimulationSettings)
@@ -20,21 +21,8 @@ ROLE_ITEMS = (
     (ROLE_IGNORED, "Ignored", "Never part of the simulation, even when selected"),
 )
 ROLE_LABELS = {identifier: label for identifier, label, _ in ROLE_ITEMS}
-# SimulationSettings.contact_geometry; the figures are issue 22's measurements
-# (docs/experiments/contact-solve.md, E6, E12 and E16)
-CONTACT_GEOMETRY_ITEMS = (
-    ("particles", "Particles (fast)",
-     "Bodies meet particle against particle: the fastest. A face rests on the tops of the other body's "
-     "particles, so a 1 m cube across the joint of two sinks about 4.5 cm and rows of offset cubes nest"),
-    ("sdf", "Flat Faces",
-     "Each body's particles meet the other body's flat surface: a cube across a joint rests within 1 mm and "
-     "offset rows do not nest (stacks, walls, masonry). About 2x the CPU time, 4-7x on a GPU, in dense piles"),
-    ("voxels", "Rigid Voxels",
-     "Solid bodies meet voxel against voxel, box against box, and a velocity solve keeps them from sinking "
-     "into each other: flat faces, sharp edges, still stacks, bounces at the bounciness set, and piles that "
-     "stand like rigid boxes (a 1000-cube pile keeps Newton's shape) instead of flowing. About 10x the time "
-     "of Particles on a CPU, 12-30x on a GPU"),
-)
+# SimulationSettings.contact_geometry
+CONTACT_GEOMETRY_ITEMS = tuple((g.name, g.label, g.tooltip()) for g in CONTACT_GEOMETRY.values())
 # Bake To (job.BAKE_MODES); the first is the default
 BAKE_MODE_ITEMS = (
     ("KEYFRAMES", "Keyframes", "Key each body's object: editable per object, up to ~10,000 bodies"),
@@ -45,6 +33,16 @@ _FRAMES = FrameSettings()
 _OBJECT = ObjectSettings()
 _SIMULATION = SimulationSettings()
 _CONVERSION = ConversionSettings()
+
+
+def _automatic_stiffness() -> str:
+    """Stiffness: Automatic's tooltip: each contact geometry's own stiffness target."""
+    targets = {g.target_penetration for g in CONTACT_GEOMETRY.values()}
+    text = (f"The stiffness target {targets.pop():g}" if len(targets) == 1 else
+            "The contact geometry's stiffness target (" + ", ".join(
+                f"{g.label} {g.target_penetration:g}" for g in CONTACT_GEOMETRY.values()) + ")")
+    solving = [g.label for g in CONTACT_GEOMETRY.values() if g.solve_passes]
+    return text + f" ({' and '.join(solving)} add their solve on top)" if solving else text
 
 
 def _mode(core_default) -> str:
@@ -134,7 +132,7 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
                                    subtype="DISTANCE", unit="LENGTH", precision=4)
     stiffness_mode: EnumProperty(
         name="Stiffness", default=_mode(SimulationSettings.target_penetration),
-        items=(("AUTO", "Automatic", "The stiffness target 0.05 (Rigid Voxels add their solve on top)"),
+        items=(("AUTO", "Automatic", _automatic_stiffness()),
                ("MANUAL", "Manual", "Use the stiffness target given below")))
     target_penetration: FloatProperty(
         name="Stiffness Target", default=_SIMULATION.target_penetration, min=0.0001, max=1.0, subtype="FACTOR",
@@ -144,9 +142,7 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
     contact_geometry: EnumProperty(
         name="Contacts", default=_SIMULATION.contact_geometry, items=CONTACT_GEOMETRY_ITEMS,
         description="How bodies meet each other (the ground and static colliders are the same either way). "
-                    "Flat Faces: faces rest flat, for stacks and walls, at about 2x the CPU time and 4-7x the GPU "
-                    "time in dense piles. Rigid Voxels: solid bodies pile and stack like rigid boxes, at about 10x "
-                    "the time on a CPU, 12-30x on a GPU")
+                    + ". ".join(f"{g.label}: {g.summary}; {g.cost}" for g in CONTACT_GEOMETRY.values()))
     use_sleep: BoolProperty(
         name="Sleeping", default=_SIMULATION.sleep_speed > 0 and _SIMULATION.sleep_time > 0,
         description="Let bodies that have come to rest stop exactly (Blender's rigid bodies call it deactivation); "

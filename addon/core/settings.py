@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .contact_geometry import CONTACT_GEOMETRIES, CONTACT_GEOMETRY
 from .model import Material, Model
 
 # Fraction of the contact's natural period per substep: 2*pi/omega / SUBSTEP_FRACTION. Below
@@ -42,15 +43,6 @@ FRICTION_SLOTS = 8
 # instead of 9) at restitution 0 rang at the substep rate forever, and so did stacks of such
 # cubes at 0.2. 0.9 leaves a single face at restitution 0 (0.84) untouched.
 DAMPING_LIMIT = 0.9
-CONTACT_GEOMETRIES = ("particles", "sdf", "voxels")
-# The stiffness target each contact geometry defaults to. Rigid Voxels solve their contacts
-# (solve_passes, below) and take 0.05 with the solve's stiffness on top. Without the solve, voxel
-# contacts stand a pile like Newton's and Bullet's boxes only with springs 16x stiffer (4x the
-# substeps): at 0.05 the 1000-cube pile holds for 5 s and then avalanches, at 0.0125 its deepest
-# corner sinks 1.4 cm, at 0.05 / 16 it meets the pile figures (docs/experiments/contact-solve.md,
-# E12). Particle contacts gain nothing from it: their piles flow at any stiffness (E4, E10).
-DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05}
-SPRING_VOXELS_TARGET_PENETRATION = 0.05 / 16
 # The velocity solve over Rigid Voxels' contacts (solve_passes; kernels 60-62), on by default in its
 # coloured form (E15, E16): against the springs alone (SPRING_VOXELS) it rebounds a cube dropped on
 # a cube at its restitution (springs: 0.91-1.15 of e), holds the 10k pile's corners to 1-1.5 cm
@@ -58,7 +50,6 @@ SPRING_VOXELS_TARGET_PENETRATION = 0.05 / 16
 # pushes bodies started inside each other out at a bounded speed, and costs 0.8x the springs' time
 # on a 2-core CPU and 1.1-3x on an H100 (the springs need 4x the substeps). Once the 100k block
 # avalanches its corners still sink 2-7.5 cm (E16). Particles and Flat Faces have no solve.
-SOLVE_PASSES_BY_GEOMETRY = {"particles": 0, "sdf": 0, "voxels": 16}
 # Rigid Voxels with springs only (E12): no solve, 16x stiffer springs
 SPRING_VOXELS = {"contact_geometry": "voxels", "solve_passes": 0}
 # The Jacobi form of the solve (E13): the 1000-cube pile 89 % at rest at 5 s and corners within 1 cm
@@ -124,8 +115,7 @@ MAX_SOLVE_PASSES = 64
 class SimulationSettings:
     gravity: tuple = (0.0, 0.0, -9.81)
     # fraction of particle radius under the design load; None: the contact geometry's default
-    # (DEFAULT_TARGET_PENETRATION; Rigid Voxels without the solve SPRING_VOXELS_TARGET_PENETRATION),
-    # filled in on construction
+    # (ContactGeometry.default_target_penetration), filled in on construction
     target_penetration: float | None = None
     load_height: float | None = None  # metres of material resting on a contact; None: 10 x tallest body
     stiffness: float | None = None  # N/m per particle contact; overrides the target when set
@@ -137,18 +127,12 @@ class SimulationSettings:
     sleep_speed: float = 0.02  # m/s
     sleep_time: float = 0.5  # s
     device: str | None = None  # OpenCL device selector, see core.device
-    # How two bodies meet: "particles", sphere against sphere along the line of their centres;
-    # "sdf", each particle against the other body's signed-distance field (core.body_sdf), so flat
-    # faces meet flat instead of settling into the hollows between the particles below. "sdf" costs
-    # about 2x the CPU time and 4-7x the GPU time in dense piles, and its 1000-cube pile ends
-    # further from Newton's (docs/experiments/contact-solve.md, E6): an opt-in for flat faces.
-    # "voxels", two bodies' whole voxels meet box against box (core.voxel_pairs), their contacts
-    # solved at the velocity level: flat faces and sharp edges between bodies, piles that stand like
-    # Newton's and Bullet's boxes (E11-E16).
+    # How two bodies meet: a name in contact_geometry.CONTACT_GEOMETRY, where each says what it does
+    # and costs
     contact_geometry: str = "particles"
     # Rigid Voxels only: passes of the velocity solve over the contacts after each substep
     # (kernels/60_solve.cl and 62_pair_solve.cl; 0: none, springs only; None:
-    # SOLVE_PASSES_BY_GEOMETRY) and of its relax step (without the push-out, on the velocities only;
+    # ContactGeometry.solve_passes) and of its relax step (without the push-out, on the velocities only;
     # None: DEFAULT_RELAX_PASSES); how the passes visit the contacts (SOLVE_FORMS); how deep
     # a contact may go before it stops closing (fraction of the particle radius: each layer of a
     # stack sits this deep, so five rows of cubes sink 15 of it; None: DEFAULT_SOLVE_SLOP), how
@@ -170,8 +154,9 @@ class SimulationSettings:
                              f"got {self.contact_geometry!r}")
         if self.solve_form not in SOLVE_FORMS:
             raise ValueError(f"solve form must be one of {', '.join(SOLVE_FORMS)}, got {self.solve_form!r}")
+        geometry = CONTACT_GEOMETRY[self.contact_geometry]
         if self.solve_passes is None:
-            self.solve_passes = SOLVE_PASSES_BY_GEOMETRY[self.contact_geometry]
+            self.solve_passes = geometry.solve_passes
         if self.relax_passes is None:
             self.relax_passes = DEFAULT_RELAX_PASSES[self.solve_form]
         for name in ("solve_passes", "relax_passes"):
@@ -180,13 +165,13 @@ class SimulationSettings:
                 raise ValueError(f"{name.replace('_', ' ')} must be a whole number from 0 to {MAX_SOLVE_PASSES}, "
                                  f"got {value!r}")
             setattr(self, name, int(value))
-        if self.solve_passes and self.contact_geometry != "voxels":
-            raise ValueError(f"the velocity solve needs Rigid Voxels contacts (contact geometry 'voxels'), "
+        if self.solve_passes and not geometry.solve_passes:
+            solving = " or ".join(f"{g.label} contacts (contact geometry {g.name!r})"
+                                  for g in CONTACT_GEOMETRY.values() if g.solve_passes)
+            raise ValueError(f"the velocity solve needs {solving}, "
                              f"got {self.contact_geometry!r} with {self.solve_passes} solve passes")
         if self.target_penetration is None:
-            springs_only = self.contact_geometry == "voxels" and not self.solve_passes
-            self.target_penetration = (SPRING_VOXELS_TARGET_PENETRATION if springs_only
-                                       else DEFAULT_TARGET_PENETRATION[self.contact_geometry])
+            self.target_penetration = geometry.default_target_penetration(self.solve_passes)
         if self.solve_slop is None:
             self.solve_slop = DEFAULT_SOLVE_SLOP[self.solve_form]
         if self.solve_hertz_fraction is None:
