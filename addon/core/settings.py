@@ -34,58 +34,34 @@ ROLLING_REGULARIZATION = 0.05
 ROTATION_SWEEPS = 4
 # Largest number of friction contacts one particle remembers between substeps.
 FRICTION_SLOTS = 8
-# Cap on the dashpot of one contact: DAMPING_LIMIT times the mass per contact of its bodies over
-# the substep, c <= DAMPING_LIMIT * m_share / dt, where m_share is the harmonic sum of each body's
-# mass divided by its contacts in the previous substep (never more than the flat-face share the
-# restitution is tuned for). A body's dashpots then damp each of its velocities by at most this
-# fraction per substep, below the explicit scheme's limit of 2 (where the damped velocity flips
-# sign every substep and grows). Without it a cube nested into another's face (20-odd contacts
-# instead of 9) at restitution 0 rang at the substep rate forever, and so did stacks of such
-# cubes at 0.2. 0.9 leaves a single face at restitution 0 (0.84) untouched.
+# Cap on a contact's dashpot, c <= DAMPING_LIMIT * m_share / dt (m_share: the harmonic sum of each
+# body's mass over its contacts of the previous substep): each substep damps a body's velocity by at
+# most this fraction, under the explicit scheme's limit of 2 (docs/experiments/damping-cap.md).
 DAMPING_LIMIT = 0.9
-# The velocity solve over Rigid Voxels' contacts (solve_passes; kernels 60-62), on by default in its
-# coloured form (E15, E16): against the springs alone (SPRING_VOXELS) it rebounds a cube dropped on
-# a cube at its restitution (springs: 0.91-1.15 of e), holds the 10k pile's corners to 1-1.5 cm
-# (springs 2.2), settles the 1000-cube pile sooner (86 % at rest at 5 s over six runs against 74 %),
-# pushes bodies started inside each other out at a bounded speed, and costs 0.8x the springs' time
-# on a 2-core CPU and 1.1-3x on an H100 (the springs need 4x the substeps). Once the 100k block
-# avalanches its corners still sink 2-7.5 cm (E16). Particles and Flat Faces have no solve.
-# Rigid Voxels with springs only (E12): no solve, 16x stiffer springs
+# Rigid Voxels' forms. Their default, the velocity solve (solve_passes; kernels 60-62), beats the
+# springs alone on rebound, rest and pile corners (docs/experiments/contact-solve.md, E16).
+# Springs only (E12): no solve, 16x stiffer springs (ContactGeometry.springs_only_target_penetration)
 SPRING_VOXELS = {"contact_geometry": "voxels", "solve_passes": 0}
-# The Jacobi form of the solve (E13): the 1000-cube pile 89 % at rest at 5 s and corners within 1 cm
-# up to 100k cubes at the springs' cost; but a cube offset on another still moves at 1-3 mm/s after
-# 3 s (a slow cycle of the partial warm start; without it: 0.15 mm/s) and a column rings (E14).
-# Jacobi passes per substep: a pass carries a load one body further down a stack, and 4 or 8 left
-# the 10k and 100k piles' loads on the springs (corners 12-32 cm deep); 16 hold them.
+# The Jacobi form of the solve (E13): the springs' cost, but an offset cube keeps rocking (E14);
+# 16 passes, since a pass carries a load only one body further down a stack
 JACOBI_VOXELS = {"contact_geometry": "voxels", "solve_passes": 16, "solve_form": "jacobi", "relax_passes": 1}
-# Rigid Voxels' default, spelled out: the coloured solve (E15) with 4 relax passes: the rigid relax
-# passes carry an impact's rebound down a chain (a cube dropped on a resting one: 0.95 of e with 1,
-# 0.98-0.99 with 4) at the price of a cube offset on another settling less still (soft at 0.25:
-# 0.2 mm/s with 4, 0.003 with 1; at 0.15, the default, 0.04 with 4)
+# Rigid Voxels' default, spelled out (E15): 4 relax passes carry an impact's rebound down a chain of
+# bodies, at the price of an offset cube settling a little less still
 COLOURED_VOXELS = {"contact_geometry": "voxels", "solve_passes": 16, "solve_form": "coloured", "relax_passes": 4}
 DEFAULT_RELAX_PASSES = {"jacobi": 1, "coloured": 4}
 # How the solve's passes visit the contacts (solve_form): "jacobi", every contact from the bodies'
 # velocities at the pass's start, each body's mass split over all its contacts (E13); "coloured",
-# the body pairs coloured so that no two pairs of a colour share a body, the colours one after
-# another (Gauss-Seidel across pairs), a pair's contacts together from its two bodies' velocities
-# with the masses split over that pair's contacts only (Jacobi within a pair; E14, E15).
+# the body pairs coloured so that no two of a colour share a body, colour after colour (Gauss-Seidel
+# across pairs, Jacobi within one; E14, E15).
 SOLVE_FORMS = ("jacobi", "coloured")
-# The share of a contact's last impulses the next substep starts from (warm start). Jacobi: all of
-# them lift the 40-cube column (each pass lowers an impulse that is too large only by a fraction,
-# so every substep ends above the need), 0.9 lets it drift 18 cm, 0.7 holds it and still carries
-# the 10k and 100k piles' loads, 0.6 lets the 10k pile's corners sink 2 cm on the way (E13), but
-# 0.7 leaves a cube offset on another rocking at 1-3 mm/s (E14). Coloured: all of them, as Box2D
-# (a pass converges far enough that the soft step's leak settles the excess; E14).
+# The share of a contact's last impulses the next substep starts from (warm start): the Jacobi form
+# overshoots with all of them (a column drifts) and 0.7 still carries the large piles' loads (E13);
+# the coloured form takes all of them, as Box2D (E14).
 WARM_START_FRACTION = {"jacobi": 0.7, "coloured": 1.0}
-# Per form, how deep a contact may go before it stops closing (fraction of the particle radius)
-# and the soft step's frequency (a fraction of the substep rate; 0: rigid). Jacobi: rigid, and
-# at a slop of 0.003 the 40-cube column drifts 12 cm sideways, at 0.0035 0.07 um (E13). Coloured:
-# contacts deeper than the slop are soft (Box2D's soft step), which settles a face's redundant
-# contacts. Over six runs of the 1000-cube pile each (E16), at rest at 5 s: 0.25 of the substep
-# rate 80 %, 0.2 82 %, 0.15 86 % (0.1: 83 % over three; 0.5 74 % in E14), the small scenes all
-# held (five rows of cubes 0.54 cm low in all with the slop of 0.001, a 40-cube column 0.26 %);
-# softer lets the 100k pile avalanche sooner, its corners sinking 2-7.5 cm as it does (0.25: 3.5 cm
-# at 8 s).
+# Per form, how deep a contact may go before it stops closing (fraction of the particle radius) and
+# the soft step's frequency (fraction of the substep rate; 0: rigid). Jacobi: rigid, at the smallest
+# slop that keeps a column from drifting (E13). Coloured: soft beyond the slop (Box2D's soft step),
+# which settles a face's redundant contacts; 0.15 rests the 1000-cube pile best over six runs (E16).
 DEFAULT_SOLVE_SLOP = {"jacobi": 0.0035, "coloured": 0.001}
 DEFAULT_SOLVE_HERTZ_FRACTION = {"jacobi": 0.0, "coloured": 0.15}
 # A soft contact is a damped spring of this damping ratio (Box2D's contact damping ratio)
@@ -105,8 +81,8 @@ def solve_softness(substep: float, hertz_fraction: float) -> tuple[float, float]
 
 
 # A contact closing faster than this (m/s; Box2D's restitution threshold) is an impact: the solve
-# makes it part at its restitution times the fastest it closed since it last parted (the springs,
-# at the particles' stiffness, let an impact corner sink 2.7 cm); slower ones stop.
+# makes it part at its restitution times the fastest it closed since it last parted; slower ones
+# stop (contact-solve.md, E13).
 IMPACT_SPEED = 1.0
 MAX_SOLVE_PASSES = 64
 
