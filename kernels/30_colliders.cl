@@ -139,7 +139,7 @@ inline void collider_contacts(
         load_voxel_corners(&corners, i, body_i, particle_corner_reach, body_orientation, body_lattice);
         float3 arm;
         float depth = voxel_support(-normal, corners.reach, corners.lattice, cc.radius, &arm);
-        if (height < depth) {
+        if (height < depth + SPECULATIVE_MARGIN * cc.radius) {
             int before = *slots_used;
             add_contact(cc, -2 - g, -normal, arm, depth - height, v_i, w_i, (float3)(0.0f), (float3)(0.0f),
                         mass_i, (float2)(0.0f), mat_i, plane_material[g],
@@ -206,7 +206,7 @@ inline void collider_contacts(
                     load_voxel_corners(&corners, i, body_i, particle_corner_reach, body_orientation, body_lattice);
                     depth = voxel_support(n, corners.reach, corners.lattice, cc.radius, &arm);
                 }
-                if (dist >= depth) continue;
+                if (dist >= depth + SPECULATIVE_MARGIN * cc.radius) continue;
                 if (pass == 1) {
                     bool duplicate = false;
                     for (int e = 0; e < edge_contacts; ++e) {

@@ -320,7 +320,7 @@ inline bool voxel_pair(float3 p_i, const float3 *A, uint faces_i, float3 p_j, co
         float reach_j = r * (fabs(dot(axis, B[0])) + fabs(dot(axis, B[1])) + fabs(dot(axis, B[2])));
         float along = dot(axis, d);
         float overlap = reach_i + reach_j - fabs(along);
-        if (overlap <= 0.0f) return false;  // a separating axis
+        if (overlap <= -SPECULATIVE_MARGIN * r) return false;  // a separating axis (speculative: by the margin)
         float biased = (k < 6) ? overlap : overlap * EDGE_AXIS_BIAS + 1e-6f * r;
         if (biased >= best) continue;
         float3 oriented = (along >= 0.0f) ? axis : -axis;
@@ -448,7 +448,8 @@ inline void particle_pair_contact(
         if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
         return;
     }
-    if (dist2 >= 4.0f * cc.radius * cc.radius) return;
+    float sphere_reach = (2.0f + SPECULATIVE_MARGIN) * cc.radius;
+    if (dist2 >= sphere_reach * sphere_reach) return;
 #endif
     float3 n = delta / dist;
     float3 v_j = (float3)(0.0f), w_j = (float3)(0.0f);
@@ -466,9 +467,20 @@ inline void particle_pair_contact(
                 mass_i, contact_mass(body_j, body_contact_mass), mat_i, ns.particle_material[j],
                 pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                 new_key, new_xi, slots_used, force, torque);
-#if SOLVE_PASSES
+#if SOLVE_PASSES && CONTACT_SPRINGS
     // sphere against sphere is left to the contact law
     if (*slots_used > before) solve_records.record[before * SOLVE_FIELDS * stride] = (float4)(n, as_float(NO_RECORD));
+#elif SOLVE_PASSES
+    // without springs the solve holds it too, at the point halfway between the centres
+    if (*slots_used > before) {
+        float3 point = p_j - delta + 0.5f * dist * n;
+        float3 arm_j = (body_j != STATIC_BODY) ? point - ns.body_position[body_j].xyz : (float3)(0.0f);
+        write_solve_record(solve_records, old_key, j, stride, before, n, body_j,
+                           point - ns.body_position[body_i].xyz, 2.0f * cc.radius - dist, arm_j, 1.0f,
+                           pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], mat_i,
+                           ns.particle_material[j], dot(v_i + cross(w_i, 0.5f * dist * n) - v_j, n));
+        *solve_share += 1.0f;
+    }
 #endif
 }
 
@@ -747,6 +759,11 @@ __kernel void compute_contacts(
                           fields, particle_count, records, &solve_share, solve_count + i, &force, &torque,
                           &contact_count);
     }
+#if !CONTACT_SPRINGS
+    // the solve alone holds the contacts (SimulationSettings.contact_springs): their records stay
+    force = (float3)(0.0f);
+    torque = (float3)(0.0f);
+#endif
     // most particles touch nothing (free fall, a pile's inside): a byte instead of 32
     bool has_force = contact_count > 0 || any(force != 0.0f) || any(torque != 0.0f);
     particle_has_force[i] = has_force;

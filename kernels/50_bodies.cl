@@ -121,7 +121,11 @@ void integrate_bodies(
     __global int *next_rebuild,
     const float rebuild_distance,      // 0.45 skin: a little under half, for rounding
     __global float2 *body_contact_mass,  // .y written: mass per contact of this substep
-    __global float *body_solve_count)    // written: the shares of the body's contact records (SOLVE_PASSES)
+    __global float *body_solve_count,    // written: the shares of the body's contact records (SOLVE_PASSES)
+    __global float4 *start_position,     // written: the pose at the substep's start (SUBSTEPS_PER_DETECTION > 1)
+    __global float4 *start_orientation,
+    __global const float4 *detect_position,
+    __global const float4 *detect_orientation)
 {
     int lid = get_local_id(0);
     int lane = lid % BODY_LANES;
@@ -154,6 +158,19 @@ void integrate_bodies(
     torque = sum_torque[lid];
 #endif
     if (lane != 0 || b >= body_count) return;
+#if SUBSTEPS_PER_DETECTION > 1
+    start_position[b] = body_position[b];
+    start_orientation[b] = body_orientation[b];
+    // the lists were built at the step's detection, from its pose: every substep of a step that
+    // rebuilt them says so (*rebuild), and the motion since counts from the detection's pose
+    if (*rebuild) {
+        build_position[b] = detect_position[b];
+        build_orientation[b] = detect_orientation[b];
+    }
+    bool rebuilt_here = false;
+#else
+    bool rebuilt_here = *rebuild != 0;
+#endif
     float2 contact = body_contact_mass[b];
     contact.y = fmin(contact.x, body_mass[b] / fmax(force.w, 1.0f));
     body_contact_mass[b] = contact;
@@ -165,6 +182,6 @@ void integrate_bodies(
 #if SOLVE_PASSES
     body_solve_count[b] = torque.w;
 #endif
-    integrate_body(b, force.xyz, torque.xyz, substep, gravity.xyz, terminal_speed, sleep, touched, *rebuild != 0,
+    integrate_body(b, force.xyz, torque.xyz, substep, gravity.xyz, terminal_speed, sleep, touched, rebuilt_here,
                    rebuild_distance, next_rebuild, body);
 }

@@ -52,12 +52,13 @@ inline float split_inverse_mass(SolveBody s, float3 arm, float3 u, __global cons
 // solve or relax pass from the two sides' velocities now; a, b with their mass shares.
 inline float4 solve_record_impulse(
     __global const float4 *r, int stride, SolveBody a, SolveBody b, float substep, float4 solve_constants,
-    bool relax, __global const float *body_mass, __global const float *body_inv_inertia)
+    bool relax, __global const float *body_mass, __global const float *body_inv_inertia, float depth_shift)
 {
     float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride], f4 = r[4 * stride];
     int other = as_int(f0.w);
     float3 n = f0.xyz, arm_i = f1.xyz;
-    float depth = f1.w, share = f2.w;  // f4: friction, restitution, impact speed
+    // depth_shift: how much deeper the bodies' motion since the record's detection took it
+    float depth = f1.w + depth_shift, share = f2.w;  // f4: friction, restitution, impact speed
     float3 v_j = (other >= 0) ? b.v + cross(b.w, f2.xyz) : f2.xyz;
     float3 v_rel = a.v + cross(a.w, arm_i) - v_j;
     float vn = dot(v_rel, n);  // > 0: closing
@@ -65,7 +66,9 @@ inline float4 solve_record_impulse(
     // pushed out no faster than the push-out speed (not while relaxing: it stops)
     float allowed = (solve_constants.x - depth) / substep;
     // restitution, faded in from half IMPACT_SPEED so no contact switches it on or off abruptly
-    float bounce = clamp(2.0f * f4.z / IMPACT_SPEED - 1.0f, 0.0f, 1.0f);
+    // (f4.w: the substeps the record has started since its detection, SUBSTEPS_PER_DETECTION > 1:
+    // an impact parts once, in the substep of its detection, as each substep's detection would)
+    float bounce = (f4.w > 1.5f) ? 0.0f : clamp(2.0f * f4.z / IMPACT_SPEED - 1.0f, 0.0f, 1.0f);
     // soft below the slop (solve_constants.w < 1): a load shared by a face's redundant contacts
     // settles as on stiff springs instead of cycling; an impact stays rigid, faded in with it
     float mass_scale = 1.0f, impulse_scale = 0.0f;
@@ -133,7 +136,7 @@ inline void solve_particle_contacts(
             SolveBody b = solve_body(other, body_velocity, body_angular_velocity, body_orientation, body_solve_count,
                                      body_quiet, sleep);
             float4 next = solve_record_impulse(r, stride, a, b, substep, solve_constants, relax, body_mass,
-                                               body_inv_inertia);
+                                               body_inv_inertia, 0.0f);
             float3 j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on i
             r[3 * stride] = next;
             history_impulse_out[k * stride + i] = next;

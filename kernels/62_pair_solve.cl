@@ -41,7 +41,11 @@ __kernel void solve_pair_contacts(
     __global float4 *body_angular_momentum,
     __global float4 *body_velocity,
     __global float4 *body_angular_velocity,
-    __global float4 *history_impulse_out)
+    __global float4 *history_impulse_out,
+    __global const float4 *start_position,   // the bodies' poses at the substep's start and at the
+    __global const float4 *start_orientation,  // last detection (SUBSTEPS_PER_DETECTION > 1)
+    __global const float4 *detect_position,
+    __global const float4 *detect_orientation)
 {
     __local float lane_sums[9 * PAIR_LANES];
     int lane = get_local_id(0);
@@ -65,6 +69,18 @@ __kernel void solve_pair_contacts(
         B.q = body_orientation[c];
         B.count = split;
     }
+#if SUBSTEPS_PER_DETECTION > 1
+    // contacts detected once per step: each record's depth at the substep's start follows from the
+    // two bodies' motion since the detection (Box2D's relative anchors; the normal stays)
+    float3 moved_a = start_position[b].xyz - detect_position[b].xyz;
+    float4 turned_a = quat_multiply(start_orientation[b], quat_conjugate(detect_orientation[b]));
+    float3 moved_b = (float3)(0.0f);
+    float4 turned_b = (float4)(0.0f, 0.0f, 0.0f, 1.0f);
+    if (c >= 0) {
+        moved_b = start_position[c].xyz - detect_position[c].xyz;
+        turned_b = quat_multiply(start_orientation[c], quat_conjugate(detect_orientation[c]));
+    }
+#endif
     float3 impulse = (float3)(0.0f), moment_a = (float3)(0.0f), moment_b = (float3)(0.0f);
     __global const int *records = pair_records + pair_record_start[g];
     int record_count = pair_record_count[g];
@@ -77,9 +93,22 @@ __kernel void solve_pair_contacts(
         float3 j;
         if (warm) {
             j = -lambda.w * n + lambda.xyz;
+#if SUBSTEPS_PER_DETECTION > 1
+            r[4 * stride].w += 1.0f;  // substeps started since the detection (solve_record_impulse)
+#endif
         } else {
+            float depth_shift = 0.0f;
+#if SUBSTEPS_PER_DETECTION > 1
+            float3 arm_a = r[stride].xyz;
+            float3 shift = moved_a + quat_rotate(turned_a, arm_a) - arm_a;
+            if (c >= 0) {
+                float3 arm_b = r[2 * stride].xyz;
+                shift -= moved_b + quat_rotate(turned_b, arm_b) - arm_b;
+            }
+            depth_shift = dot(shift, n);
+#endif
             float4 next = solve_record_impulse(r, stride, A, B, substep, constants, relax, body_mass,
-                                               body_inv_inertia);
+                                               body_inv_inertia, depth_shift);
             j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
             r[3 * stride] = next;
             history_impulse_out[slot] = next;

@@ -36,7 +36,8 @@ import numpy as np
 
 from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields
 from .voxel_pairs import (EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGES, PUSH_OUT_SPEED,
-                          VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, exposed_faces, push_out_birth_depth)
+                          WHOLE_VOXEL_REACH, exposed_faces, push_out_birth_depth,
+                          voxel_pair_reach)
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .contact_geometry import CONTACT_GEOMETRY
 from .device import KERNEL_OPENCL_C, create_context
@@ -259,16 +260,17 @@ class OpenCLEngine(StateMixin):
         self.rebuild_fraction = geometry.rebuild_fraction
         if self.rebuild_fraction is None:  # Rigid Voxels: from their pair reach and this skin
             # every pair within VOXEL_PAIR_REACH listed: d (1 + skin (1 - 2 fraction)) >= reach, with 10 % to spare
-            self.rebuild_fraction = 0.45 * (1.0 - (VOXEL_PAIR_REACH / 2.0 - 1.0) / neighbour_skin)
+            reach = voxel_pair_reach(self.settings.speculative_margin)
+            self.rebuild_fraction = 0.45 * (1.0 - (reach / 2.0 - 1.0) / neighbour_skin)
             if self.rebuild_fraction <= 0.0:
-                raise ValueError(f"voxel contacts need a neighbour skin over {VOXEL_PAIR_REACH / 2 - 1:.3f}, "
+                raise ValueError(f"voxel contacts need a neighbour skin over {reach / 2 - 1:.3f}, "
                                  f"got {neighbour_skin}")
         self.neighbour_skin = float(neighbour_skin)
         self.neighbour_slots = int(neighbour_slots)
         material_count = len(model.materials)
         self.body_lanes = choose_body_lanes(model.body_particle_count, self.device_info.is_gpu)
         # how far colliders reach from a particle's centre: a define, and the triangle lookups' growth
-        self.collider_reach = collider_reach(model)
+        self.collider_reach = collider_reach(model) + self.settings.speculative_margin * model.particle_radius
         options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DNEIGHBOUR_SLOTS={self.neighbour_slots}",
                    f"-DMATERIAL_COUNT={material_count}", f"-DDAMPING_LIMIT={DAMPING_LIMIT!r}f",
                    f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f", f"-DROTATION_SWEEPS={ROTATION_SWEEPS}",
@@ -280,12 +282,15 @@ class OpenCLEngine(StateMixin):
                    f"-DSDF_CONTACTS={int(self.sdf_contacts)}", f"-DSURFACE_CACHE={SURFACE_CONTACTS_KEPT}",
                    f"-DPAIR_REACH2={float((PAIR_REACH * model.particle_radius) ** 2)!r}f",
                    f"-DVOXEL_CONTACTS={int(self.voxel_contacts)}",
-                   f"-DVOXEL_PAIR_REACH2={float((VOXEL_PAIR_REACH * model.particle_radius) ** 2)!r}f",
+                   f"-DVOXEL_PAIR_REACH2={float((voxel_pair_reach(self.settings.speculative_margin) * model.particle_radius) ** 2)!r}f",
+                   f"-DSPECULATIVE_MARGIN={float(self.settings.speculative_margin)!r}f",
                    f"-DWHOLE_VOXEL_REACH={WHOLE_VOXEL_REACH!r}f", f"-DEDGE_AXIS_BIAS={EDGE_AXIS_BIAS!r}f",
                    f"-DFACE_COMPONENT_FRACTION={FACE_COMPONENT_FRACTION!r}f",
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
-                   f"-DSOLVE_PASSES={self.solve_passes}", f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
+                   f"-DSOLVE_PASSES={self.solve_passes}", f"-DCONTACT_SPRINGS={int(self.settings.contact_springs)}",
+                   f"-DSUBSTEPS_PER_DETECTION={self.settings.substeps_per_detection}",
+                   f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
                    f"-DWARM_START_FRACTION={WARM_START_FRACTION[self.settings.solve_form]!r}f",
                    f"-DPAIR_LANES={self.pair_lanes}", f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
                    f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}",
@@ -401,6 +406,10 @@ class OpenCLEngine(StateMixin):
         a["body_velocity"] = buffer(_vec4(momentum / m.body_mass[:, None]) if body_count
                                     else np.zeros((0, 4), np.float32))
         a["body_angular_velocity"] = buffer(_vec4(m.body_angular_velocity))
+        # contacts detected once per step: the bodies' poses at the detection and at each substep's start
+        per_step = self.settings.substeps_per_detection > 1
+        for name in ("start_position", "start_orientation", "detect_position", "detect_orientation"):
+            a[name] = buffer(nbytes=16 * body_count if per_step else 16)
         a["body_first_particle"] = buffer(m.body_first_particle.astype(np.int32))
         a["body_particle_count"] = buffer(m.body_particle_count.astype(np.int32))
         a["body_mass"] = buffer(m.body_mass.astype(np.float32))
@@ -614,22 +623,35 @@ class OpenCLEngine(StateMixin):
             return
         for _ in range(count):
             self._enqueue_substep()
+            self.substeps_done += 1
         self.time += count * self.params.substep
-        self.substeps_done += count
 
     def _enqueue_substep(self):
         if self.model.triangle_count:
             self._set_argument("collider_tau", np.float32(self.colliders.tau))
         enqueue, queue, parity = self.cl.enqueue_nd_range_kernel, self.queue, self.substep_parity
+        every = self.settings.substeps_per_detection
+        phase = self.substeps_done % every
+        detecting = phase == 0
+        launches = self._launches
+        if every > 1:
+            if detecting:
+                a = self.arguments
+                self.cl.enqueue_copy(queue, a["detect_position"], a["body_position"])
+                self.cl.enqueue_copy(queue, a["detect_orientation"], a["body_orientation"])
+            else:
+                launches = [launch for launch in launches if launch[3] == "integrate_bodies"]
         if self.profile:
-            for kernels, global_size, local_size, name in self._launches:
+            for kernels, global_size, local_size, name in launches:
                 self._record(name, enqueue(queue, kernels[parity], global_size, local_size))
         else:
-            for kernels, global_size, local_size, _ in self._launches:
+            for kernels, global_size, local_size, _ in launches:
                 enqueue(queue, kernels[parity], global_size, local_size)
         if self.coloured_solve:
-            self._enqueue_pair_solve(parity)
-        self.substep_parity = 1 - parity
+            self._enqueue_pair_solve(parity, detecting)
+        # the double buffers (friction history, touched and rebuild flags) swap once per detection
+        if phase == every - 1:
+            self.substep_parity = 1 - parity
         self.colliders.tau += self.params.substep
 
     def _colour_kernel(self, name, colour, kind, parity):
@@ -693,10 +715,11 @@ class OpenCLEngine(StateMixin):
         self.colour_pair_counts = counts  # the last substep's
         return counts
 
-    def _enqueue_pair_solve(self, parity):
+    def _enqueue_pair_solve(self, parity, detecting=True):
         """The coloured solve's launches (62_pair_solve.cl): the warm start, the solve passes and the
-        relax passes, each a launch per colour, a work-group of pair_lanes work-items per pair."""
-        counts = self._colour_pairs(parity)
+        relax passes, each a launch per colour, a work-group of pair_lanes work-items per pair; the
+        pairs listed and coloured when the contacts were detected."""
+        counts = self._colour_pairs(parity) if detecting else self.colour_pair_counts
         kinds = [0] + [1] * self.solve_passes + [2] * self.settings.relax_passes
         lanes = self.pair_lanes
         sizes = [((int(count) * lanes,), (lanes,)) for count in counts]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields, pair_weight
-from .voxel_pairs import (PUSH_OUT_SPEED, VOXEL_PAIR_REACH, WHOLE_VOXEL_REACH, exposed_faces, is_voxel_pair,
+from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, WHOLE_VOXEL_REACH, exposed_faces, is_voxel_pair,
                           push_out_birth_depth, voxel_pair)
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
@@ -66,7 +66,8 @@ class ReferenceEngine(StateMixin):
         # voxel pairs: how deep each contact's spring may push (the kernels' friction slot .w)
         self.history_permitted = np.zeros((m.particle_count, FRICTION_SLOTS))
         self.dynamic = m.particle_body != STATIC_BODY
-        self.colliders = ColliderMotion(m, collider_reach(m))
+        # speculative contacts reach the margin further
+        self.colliders = ColliderMotion(m, collider_reach(m) + self.settings.speculative_margin * m.particle_radius)
         self.extent = body_extents(m)
         self.quiet = np.zeros(m.body_count)  # seconds each body has been still (sleeping)
         # an awake body touched this sleeping one in the previous substep: it computes its contacts
@@ -80,6 +81,7 @@ class ReferenceEngine(StateMixin):
         # whole voxels of two bodies meeting box against box (core.voxel_pairs)
         self.voxels = self.settings.contact_geometry == "voxels"
         self.faces = exposed_faces(m) if self.voxels else None
+        self.margin = self.settings.speculative_margin  # radii
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = self.settings.solve_passes
         self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
@@ -138,18 +140,17 @@ class ReferenceEngine(StateMixin):
         contacts: two dynamic bodies' particles closer than PAIR_REACH radii; with voxel contacts two
         whole voxels closer than VOXEL_PAIR_REACH radii); i-major, j ascending."""
         m = self.model
-        d = 2 * m.particle_radius
         body = m.particle_body
         diff = pos[None, :, :] - pos[:, None, :]
         dist2 = np.einsum("ijk,ijk->ij", diff, diff)
-        reach2 = np.full_like(dist2, d * d)
+        reach2 = np.full_like(dist2, ((2 + self.margin) * m.particle_radius) ** 2)
         if self.sdf:
             with_field = self.dynamic.copy()
             with_field[self.dynamic] = self.fields.body_shape[body[self.dynamic]] >= 0
             reach2[np.ix_(with_field, with_field)] = (PAIR_REACH * m.particle_radius) ** 2
         if self.voxels:
             whole = self.dynamic & (m.particle_corner_reach >= WHOLE_VOXEL_REACH)
-            reach2[np.ix_(whole, whole)] = (VOXEL_PAIR_REACH * m.particle_radius) ** 2
+            reach2[np.ix_(whole, whole)] = (voxel_pair_reach(self.margin) * m.particle_radius) ** 2
         close = (dist2 < reach2) & (body[:, None] != body[None, :]) & self.dynamic[:, None]
         np.fill_diagonal(close, False)
         return np.argwhere(close)
@@ -312,9 +313,11 @@ class ReferenceEngine(StateMixin):
         frames = [self._rotation(body) @ quaternion_to_matrix(m.body_lattice_orientation[body]) for body in (b, bj)]
         swapped = b > bj
         if swapped:
-            contact = voxel_pair(pos[j], frames[1], self.faces[j], pos[i], frames[0], self.faces[i], m.particle_radius)
+            contact = voxel_pair(pos[j], frames[1], self.faces[j], pos[i], frames[0], self.faces[i], m.particle_radius,
+                                 self.margin * m.particle_radius)
         else:
-            contact = voxel_pair(pos[i], frames[0], self.faces[i], pos[j], frames[1], self.faces[j], m.particle_radius)
+            contact = voxel_pair(pos[i], frames[0], self.faces[i], pos[j], frames[1], self.faces[j], m.particle_radius,
+                                 self.margin * m.particle_radius)
         if contact is None:
             return
         n, depth, point, share = contact
@@ -353,10 +356,47 @@ class ReferenceEngine(StateMixin):
         m = self.model
         pr = self.params
         dt = pr.substep
-        r = m.particle_radius
         pos, vel, offset_world, state = self.particle_kinematics()
         force = np.zeros_like(pos)
         torque = np.zeros_like(pos)
+        # contacts detected every substeps_per_detection substeps: between detections the records,
+        # pairs and colours stay, their depths following the bodies' motion (_depth_shift)
+        every = self.settings.substeps_per_detection
+        detecting = self.substeps_done % every == 0
+        self.x_start, self.q_start = self.x.copy(), self.q.copy()
+        if detecting:
+            self.x_detect, self.q_detect = self.x.copy(), self.q.copy()
+            self.touched_next = self._detect(pos, vel, offset_world, state, force, torque)
+        self.colliders.tau += dt
+        if not self.settings.contact_springs:
+            force[:] = 0.0  # the solve alone holds the contacts (40_contacts.cl CONTACT_SPRINGS)
+            torque[:] = 0.0
+        self._integrate(force, torque, offset_world)
+        # what this detection touched, read by the first substep after the next detection (the
+        # kernels' double buffer swaps once per detection; later substeps read it cleared)
+        last_of_step = (self.substeps_done + 1) % every == 0
+        self.touched = self.touched_next if last_of_step else np.zeros(m.body_count, dtype=bool)
+        if self.coloured_solve:
+            if detecting:
+                self.pairs = self._colour_solve_pairs()
+            for kind in ["warm"] + ["solve"] * self.solve_passes + ["relax"] * self.settings.relax_passes:
+                self._solve_pairs(kind)
+        elif self.solve_passes:
+            self._solve("warm")
+            for _ in range(self.solve_passes):
+                self._solve("solve")
+            for _ in range(self.settings.relax_passes):
+                self._solve("relax")
+        self.history_impact = self.new_history_impact
+        self.history_impulse = self.new_history_impulse
+        self.time += dt
+        self.substeps_done += 1
+
+    def _detect(self, pos, vel, offset_world, state, force, torque):
+        """The substep's contacts (40_contacts.cl compute_contacts): forces and torques per particle
+        added to ``force``/``torque``, the friction history, the solve's records."""
+        m = self.model
+        r = m.particle_radius
         new_key = np.full_like(self.history_key, EMPTY_SLOT)
         new_xi = np.zeros_like(self.history_xi)
         new_permitted = np.zeros_like(self.history_permitted)
@@ -397,7 +437,7 @@ class ReferenceEngine(StateMixin):
                     self._voxel_pair(i, j, pos, vel, state, asleep, slots_in, self.history_permitted[i], slots_out,
                                      touched_next, force, torque)
                     continue
-                if dist >= 2 * r:
+                if dist >= (2 + self.margin) * r:
                     continue
                 n = delta / dist
                 bj = m.particle_body[j]
@@ -409,8 +449,15 @@ class ReferenceEngine(StateMixin):
                         touched_next[bj] = True
                 # the pair's one contact point, halfway between the centres (equal, opposite, collinear
                 # forces: angular momentum kept with friction)
+                before = slots_out[2]
                 f, t = self._contact(i, j, n, 0.5 * dist * n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
                                      self._particle_material(j), mass_j, slots_in, slots_out)
+                if not self.settings.contact_springs and slots_out[2] > before:
+                    # without springs the solve holds it too (40_contacts.cl particle_pair_contact)
+                    point = pos[i] + 0.5 * dist * n
+                    self._record(i, before, slots_in, j, n, bj, offset_world[i] + 0.5 * dist * n, 2 * r - dist,
+                                 point - self.x[bj] if bj != STATIC_BODY else zero, 1.0, self._particle_material(j),
+                                 (vel[i] + np.cross(omega_i, 0.5 * dist * n) - vel[j]) @ n)
                 force[i] += f
                 torque[i] += t
             lattice = self._rotation(b) @ quaternion_to_matrix(m.body_lattice_orientation[b])
@@ -418,7 +465,7 @@ class ReferenceEngine(StateMixin):
             for g in range(m.plane_count):
                 height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
                 depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r)
-                if height < depth:
+                if height < depth + self.margin * r:
                     before = slots_out[2]
                     f, t = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i], omega_i,
                                          zero, zero, m.plane_material[g], None, slots_in, slots_out)
@@ -434,23 +481,7 @@ class ReferenceEngine(StateMixin):
             contacts[b] += slots_out[2] + slots_out[3]
         self.history_key, self.history_xi, self.history_permitted = new_key, new_xi, new_permitted
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
-        self.colliders.tau += dt
-        self._integrate(force, torque, offset_world)
-        if self.coloured_solve:
-            self.pairs = self._colour_solve_pairs()
-            for kind in ["warm"] + ["solve"] * self.solve_passes + ["relax"] * self.settings.relax_passes:
-                self._solve_pairs(kind)
-        elif self.solve_passes:
-            self._solve("warm")
-            for _ in range(self.solve_passes):
-                self._solve("solve")
-            for _ in range(self.settings.relax_passes):
-                self._solve("relax")
-        self.history_impact = self.new_history_impact
-        self.history_impulse = self.new_history_impulse
-        self.touched = touched_next
-        self.time += dt
-        self.substeps_done += 1
+        return touched_next
 
     def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, slots_in, slots_out, force, torque,
                            offset_i):
@@ -485,7 +516,7 @@ class ReferenceEngine(StateMixin):
                     normal = np.cross(vertices[tri[1]] - vertices[tri[0]], vertices[tri[2]] - vertices[tri[0]])
                     face_like = abs(n @ normal) >= FACE_LIKE_COSINE * np.linalg.norm(normal) > 0
                 depth, arm = voxel_support(n, reach, lattice, r) if face_like else (r, r * n)
-                if dist >= depth:
+                if dist >= depth + self.margin * r:
                     continue
                 if pass_ == 1:
                     if any(np.linalg.norm(e - q) < DUPLICATE_POINT_TOLERANCE * r for e in edge_points):
@@ -544,6 +575,7 @@ class ReferenceEngine(StateMixin):
         substep, a deeper one pushed out (but not while relaxing), soft below the slop when the
         solve is (Box2D's soft step) unless ``rigid``, an impact parting at its restitution."""
         n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot = record
+        depth += self._depth_shift(record, b)
         dt = self.params.substep
         slop = self.settings.solve_slop * self.model.particle_radius
         bias_rate, soft_mass_scale = solve_softness(dt, 0.0 if rigid else self.settings.solve_hertz_fraction)
@@ -551,7 +583,9 @@ class ReferenceEngine(StateMixin):
         v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
         vn = v_rel @ n
         allowed = (slop - depth) / dt
-        bounce = min(max(2.0 * impact / IMPACT_SPEED - 1.0, 0.0), 1.0)  # faded in from half IMPACT_SPEED
+        # faded in from half IMPACT_SPEED; an impact parts once, in the substep of its detection
+        bounce = 0.0 if self.substeps_done % self.settings.substeps_per_detection else min(
+            max(2.0 * impact / IMPACT_SPEED - 1.0, 0.0), 1.0)
         mass_scale, impulse_scale = 1.0, 0.0
         if kind != "relax" and allowed < 0.0 and soft_mass_scale < 1.0:
             soft = 1.0 - bounce
@@ -574,6 +608,22 @@ class ReferenceEngine(StateMixin):
         if held > mu * new_normal:
             new_tangential *= mu * new_normal / held if held > 0 else 0.0
         return new_tangential, new_normal
+
+    def _depth_shift(self, record, b):
+        """How much deeper the record of body b is at the substep's start than at its detection, from
+        the two bodies' motion since (62_pair_solve.cl; 0 while detecting every substep)."""
+        if self.settings.substeps_per_detection == 1:
+            return 0.0
+        n, other, arm_i, arm_j = record[0], record[1], record[2], record[4]
+
+        def moved(body, arm):
+            turn = quaternion_to_matrix(self.q_start[body]) @ quaternion_to_matrix(self.q_detect[body]).T
+            return self.x_start[body] - self.x_detect[body] + turn @ arm - arm
+
+        shift = moved(b, arm_i)
+        if other >= 0:
+            shift = shift - moved(other, arm_j)
+        return float(shift @ n)
 
     def _change_momenta(self, b, impulse, moment, move, omega_before):
         """Body b's momenta changed by an impulse and its moment, and with ``move`` its pose, as if

@@ -84,6 +84,8 @@ def solve_softness(substep: float, hertz_fraction: float) -> tuple[float, float]
 # makes it part at its restitution times the fastest it closed since it last parted; slower ones
 # stop (contact-solve.md, E13).
 IMPACT_SPEED = 1.0
+# Speculative contacts without springs (SimulationSettings.speculative_margin), in particle radii
+SPECULATIVE_MARGIN = 0.25
 MAX_SOLVE_PASSES = 64
 
 
@@ -120,6 +122,17 @@ class SimulationSettings:
     solve_slop: float | None = None
     solve_push_speed: float = 0.5
     solve_hertz_fraction: float | None = None
+    # Rigid Voxels with the solve only: False leaves out the contacts' springs (normal, friction and
+    # rolling), so the solve alone holds the bodies and the substep need not follow a stiffness
+    # (the rigid step's first experiment, docs/experiments/rigid-step.md X1)
+    contact_springs: bool = True
+    # How far apart (fraction of the particle radius) two voxels, or a voxel and a collider, may be
+    # and still be a contact of the solve (Box2D's speculative contacts: the solve lets it close at
+    # most the gap); None: 0 with springs, SPECULATIVE_MARGIN without
+    speculative_margin: float | None = None
+    # Substeps per detection of the contacts (the rigid step's detection once per step, X3): between
+    # detections each record's depth follows from its bodies' motion. Needs contact_springs False.
+    substeps_per_detection: int = 1
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
@@ -146,6 +159,18 @@ class SimulationSettings:
                                   for g in CONTACT_GEOMETRY.values() if g.solve_passes)
             raise ValueError(f"the velocity solve needs {solving}, "
                              f"got {self.contact_geometry!r} with {self.solve_passes} solve passes")
+        if not self.contact_springs and not self.solve_passes:
+            raise ValueError("contacts without springs need the velocity solve (Rigid Voxels with solve passes)")
+        if (isinstance(self.substeps_per_detection, bool) or int(self.substeps_per_detection) != self.substeps_per_detection
+                or self.substeps_per_detection < 1):
+            raise ValueError(f"substeps per detection must be a whole number >= 1, got {self.substeps_per_detection!r}")
+        self.substeps_per_detection = int(self.substeps_per_detection)
+        if self.substeps_per_detection > 1 and (self.contact_springs or self.solve_form != "coloured"):
+            raise ValueError("detecting contacts less often than every substep needs the coloured solve without springs")
+        if self.speculative_margin is None:
+            self.speculative_margin = 0.0 if self.contact_springs else SPECULATIVE_MARGIN
+        if not (0.0 <= self.speculative_margin <= 1.0):
+            raise ValueError(f"speculative margin must be in [0, 1] particle radii, got {self.speculative_margin}")
         if self.target_penetration is None:
             self.target_penetration = geometry.default_target_penetration(self.solve_passes)
         if self.solve_slop is None:

@@ -119,10 +119,10 @@ def _support(centre, frame, r, direction):
     return centre + frame @ (r * sign)
 
 
-def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r):
+def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r, margin=0.0):
     """Voxels of side 2 r at p_i and p_j (lattice axes the columns of frame_i, frame_j; exposed face
-    bits faces_i, faces_j) as box against box: None if apart, else (n from i towards j, depth,
-    contact point, share)."""
+    bits faces_i, faces_j) as box against box: None if apart by ``margin`` or more (a speculative
+    contact's depth is the gap, negative), else (n from i towards j, depth, contact point, share)."""
     d = p_j - p_i
     best = math.inf
     found = None
@@ -141,7 +141,7 @@ def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r):
         reach_j = r * np.abs(frame_j.T @ axis).sum()
         along = axis @ d
         overlap = reach_i + reach_j - abs(along)
-        if overlap <= 0.0:
+        if overlap <= -margin:
             return None  # a separating axis
         biased = overlap if k < 6 else overlap * EDGE_AXIS_BIAS + 1e-6 * r
         if biased >= best:
@@ -169,6 +169,12 @@ def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r):
     if share <= 0.0:
         return None
     return n, depth, point, share
+
+
+def voxel_pair_reach(margin: float = 0.0) -> float:
+    """How far apart (radii) two voxels' centres may be and still meet: corner to corner, plus the
+    speculative margin (radii)."""
+    return VOXEL_PAIR_REACH + margin
 
 
 def is_voxel_pair(model: Model, i: int, j: int) -> bool:
