@@ -35,6 +35,7 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -112,21 +113,30 @@ SOLVE_TOLERANCES = dict(position=3e-5, velocity=5e-3, angular_velocity_rtol=0.0,
                         orientation=1e-6)
 
 
-def variant(name: str):
-    """(settings, model, substeps, tolerances, lane variable, lane counts) of a compared variant."""
+class Variant(NamedTuple):
+    settings: object  # SimulationSettings
+    model: object  # Model
+    substeps: int
+    tolerances: dict
+    lane_variable: str  # PRB_BODY_LANES or PRB_PAIR_LANES
+    lane_counts: tuple
+
+
+def variant(name: str) -> Variant:
+    """What a compared variant runs and how closely it must agree."""
     from addon.core import SimulationSettings
     from addon.core.settings import COLOURED_VOXELS
     from tests.core.test_reference_agreement import colliding_scene
 
     if name == "particles":
-        return SimulationSettings(), colliding_scene(), 100, TOLERANCES, "PRB_BODY_LANES", (1, 8)
+        return Variant(SimulationSettings(), colliding_scene(), 100, TOLERANCES, "PRB_BODY_LANES", (1, 8))
     if name == "coloured_voxels":
-        return (SimulationSettings(**COLOURED_VOXELS, solve_hertz_fraction=0.0), colliding_scene(0.98), 100,
-                SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
+        return Variant(SimulationSettings(**COLOURED_VOXELS, solve_hertz_fraction=0.0), colliding_scene(0.98), 100,
+                       SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
     if name == "rigid_step":
         from tests.core.test_rigid_step import RIGID_STEP, tumbling_bodies
-        return (SimulationSettings(**{**COLOURED_VOXELS, **RIGID_STEP, "solve_hertz_fraction": 0.0}), tumbling_bodies(),
-                60, SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
+        return Variant(SimulationSettings(**{**COLOURED_VOXELS, **RIGID_STEP, "solve_hertz_fraction": 0.0}),
+                       tumbling_bodies(), 60, SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
     raise ValueError(name)
 
 
@@ -186,7 +196,8 @@ def runs_are_identical(selector: str, name: str, lanes: int) -> dict:
     from addon.core.settings import COLOURED_VOXELS
     from tests.core.test_neighbour_lists import tumbling_pile
 
-    settings, _, _, _, lane_variable, _ = variant(name)
+    compared = variant(name)
+    settings, lane_variable = compared.settings, compared.lane_variable
     if name == "coloured_voxels":
         settings = SimulationSettings(**COLOURED_VOXELS)
     model = tumbling_pile()
@@ -240,12 +251,12 @@ def main(argv=None) -> int:
 
         cpu = [d for d in list_devices() if not d.is_gpu and d.selector != device.selector]
         for name in (() if args.skip_checks else VARIANTS):
-            for lanes in variant(name)[5]:
+            for lanes in variant(name).lane_counts:
                 record("trajectories", compare_trajectories(device.selector, "reference", name, lanes))
                 if cpu:
                     record("trajectories", compare_trajectories(device.selector, cpu[0].selector, name, lanes))
         for name in (() if args.skip_checks else VARIANTS):
-            for lanes in variant(name)[5]:
+            for lanes in variant(name).lane_counts:
                 record("determinism", runs_are_identical(device.selector, name, lanes))
         if not args.skip_pytest:
             print(f"{' '.join(args.tests)} on {device.label} ...", flush=True)
