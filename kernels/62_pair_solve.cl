@@ -55,7 +55,9 @@ __kernel void solve_pair_contacts(
     int b = g / max_pairs, c = pair_other[g];
     int stride = history_stride;
     bool warm = solve_kind == 0, relax = solve_kind == 2;
-    float split = fmax(pair_share[g], 1e-6f);
+    // MANIFOLD_SEQUENTIAL: the records one after another at full mass (lane 0), each seeing the
+    // last one's impulse (Box2D's order within a manifold; SimulationSettings.manifold_order)
+    float split = MANIFOLD_SEQUENTIAL ? 1.0f : fmax(pair_share[g], 1e-6f);
     // soft contacts, but rigid where either body takes an impact this substep: a soft contact
     // under an impact's load gives way (its leak) and the impact's rebound with it (a cube dropped
     // on a resting one rebounded at 0.75-0.88 of its restitution)
@@ -84,7 +86,9 @@ __kernel void solve_pair_contacts(
     float3 impulse = (float3)(0.0f), moment_a = (float3)(0.0f), moment_b = (float3)(0.0f);
     __global const int *records = pair_records + pair_record_start[g];
     int record_count = pair_record_count[g];
-    for (int t = lane; t < record_count; t += PAIR_LANES) {
+    int first_record = MANIFOLD_SEQUENTIAL ? ((lane == 0) ? 0 : record_count) : lane;
+    int record_step = MANIFOLD_SEQUENTIAL ? 1 : PAIR_LANES;
+    for (int t = first_record; t < record_count; t += record_step) {
         int slot = records[t];  // k * stride + i: the record's friction slot k of particle i
         int k = slot / stride, i = slot - k * stride;
         __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
@@ -116,6 +120,14 @@ __kernel void solve_pair_contacts(
         impulse += j;
         moment_a += cross(r[stride].xyz, j);
         moment_b -= cross(r[2 * stride].xyz, j);  // c's arm (a static side's velocity: unused)
+        if (MANIFOLD_SEQUENTIAL && !warm) {
+            A.v += j / body_mass[b];
+            A.w += angular_velocity(A.q, body_inv_inertia + 9 * b, cross(r[stride].xyz, j));
+            if (c >= 0) {
+                B.v -= j / body_mass[c];
+                B.w -= angular_velocity(B.q, body_inv_inertia + 9 * c, cross(r[2 * stride].xyz, j));
+            }
+        }
     }
     float sums[9];
     pair_lane_sums(sums, impulse, moment_a, moment_b);

@@ -42,6 +42,7 @@ from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .device import create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
+from .manifold import manifold_defines
 from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, grown_max_pairs
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, WARM_START_FRACTION,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SimulationSettings, derive_contact_parameters,
@@ -297,7 +298,7 @@ class OpenCLEngine(StateMixin):
                    f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
                    f"-DWARM_START_FRACTION={WARM_START_FRACTION[self.settings.solve_form]!r}f",
                    f"-DPAIR_LANES={self.pair_lanes}", f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
-                   f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}",
+                   f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", *manifold_defines(self.settings, model.particle_radius),
                    "-cl-denorms-are-zero"]
         source = program_source()
         self.program = cl.Program(self.context, source).build(options=options)

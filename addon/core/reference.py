@@ -27,6 +27,7 @@ from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, WHOLE_VOXEL_REACH, e
                           push_out_birth_depth, voxel_pair)
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
+from .manifold import reduce_manifold
 from .pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
@@ -106,6 +107,10 @@ class ReferenceEngine(StateMixin):
     # -- body kinematics -------------------------------------------------------------------
     def _rotation(self, b):
         return quaternion_to_matrix(self.q[b])
+
+    def _inverse_inertia(self, b):
+        rot = self._rotation(b)
+        return rot @ self.model.body_inv_inertia_local[b] @ rot.T
 
     def _omega(self, b):
         rot = self._rotation(b)
@@ -705,7 +710,30 @@ class ReferenceEngine(StateMixin):
         self.pair_records = [
             [(i, record) for i, record in own[b] if (record[1] == c if c >= 0 else record[1] < 0)]
             for b, c in zip(coloured.pair_body, coloured.pair_other)]
+        if self.settings.manifold_points:
+            for index, listed in enumerate(self.pair_records):
+                coloured.pair_share[index] = self._reduce_pair_records(listed)
         return coloured
+
+    def _reduce_pair_records(self, listed):
+        """A pair's (particle, record) list cut to its manifolds' points (core.manifold;
+        61_pair_colouring.cl reduce_pair_records), in place: the points kept count fully (share 1),
+        the others' impulses are dropped (not applied, nor warm-started at the next detection).
+        Returns the points' shares (the pair's mass split)."""
+        if not listed:
+            return 0.0
+        records = [record for _, record in listed]
+        kept = reduce_manifold(np.array([r[0] for r in records]), np.array([r[2] for r in records]),
+                               np.array([r[3] for r in records]), self.settings.manifold_points,
+                               self.model.particle_radius)
+        for t, (i, record) in enumerate(listed):
+            if t in kept:
+                record[5] = 1.0
+            else:
+                record[9], record[10] = np.zeros(3), 0.0
+                self.new_history_impulse[i, record[11]] = 0.0
+        listed[:] = [listed[t] for t in kept]
+        return float(len(kept))
 
     def _solve_pairs(self, kind):
         """One coloured pass (62_pair_solve.cl): colour after colour, each pair's records on its lower
@@ -719,9 +747,12 @@ class ReferenceEngine(StateMixin):
                 bodies = (b, c) if c >= 0 else (b,)
                 split = max(pairs.pair_share[index], 1e-6)
                 rigid = self.body_impact[b] or (c >= 0 and self.body_impact[c])  # 62_pair_solve.cl
-                count = {body: split for body in bodies}
+                # one record after another at full mass, each seeing the last one's impulse
+                sequential = self.settings.manifold_order == "sequential"
+                count = {body: 1.0 if sequential else split for body in bodies}
                 velocity = {body: self.P[body] / m.body_mass[body] for body in bodies}
                 omega = {body: self._omega(body) for body in bodies}
+                omega_start = dict(omega)
                 impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
                 for i, record in self.pair_records[index]:
                     n, arm_i, arm_j = record[0], record[2], record[4]
@@ -737,9 +768,15 @@ class ReferenceEngine(StateMixin):
                     impulse += j
                     moment_b += np.cross(arm_i, j)
                     moment_c -= np.cross(arm_j, j)
-                self._change_momenta(b, impulse, moment_b, kind != "relax", omega[b])
+                    if sequential and kind != "warm":
+                        velocity[b] = velocity[b] + j / m.body_mass[b]
+                        omega[b] = omega[b] + self._inverse_inertia(b) @ np.cross(arm_i, j)
+                        if c >= 0:
+                            velocity[c] = velocity[c] - j / m.body_mass[c]
+                            omega[c] = omega[c] - self._inverse_inertia(c) @ np.cross(arm_j, j)
+                self._change_momenta(b, impulse, moment_b, kind != "relax", omega_start[b])
                 if c >= 0:
-                    self._change_momenta(c, -impulse, moment_c, kind != "relax", omega[c])
+                    self._change_momenta(c, -impulse, moment_c, kind != "relax", omega_start[c])
 
     def _integrate(self, force, torque, offset_world):
         m = self.model

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .model import Material, Model
+from .manifold import MAX_MANIFOLD_POINTS
 
 # Fraction of the contact's natural period per substep: 2*pi/omega / SUBSTEP_FRACTION. Below
 # ~1/15 the explicit scheme loses energy visibly; far below it only costs time.
@@ -120,6 +121,7 @@ IMPACT_SPEED = 1.0
 # Speculative contacts without springs (SimulationSettings.speculative_margin), in particle radii
 SPECULATIVE_MARGIN = 0.25
 MAX_SOLVE_PASSES = 64
+MANIFOLD_ORDERS = ("jacobi", "sequential")
 
 
 @dataclass
@@ -173,6 +175,12 @@ class SimulationSettings:
     # Substeps per detection of the contacts (the rigid step's detection once per step, X3): between
     # detections each record's depth follows from its bodies' motion. Needs contact_springs False.
     substeps_per_detection: int = 1
+    # Coloured solve only: at each detection each body pair's records reduced to at most this many
+    # points per normal direction (Box3D's manifold, core.manifold; the rigid step's X2), solved
+    # together with each body's mass split over them ("jacobi") or one after another at full mass
+    # ("sequential"); 0: every record, solved together.
+    manifold_points: int = 0
+    manifold_order: str = "jacobi"
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
@@ -204,6 +212,15 @@ class SimulationSettings:
         self.substeps_per_detection = int(self.substeps_per_detection)
         if self.substeps_per_detection > 1 and (self.contact_springs or self.solve_form != "coloured"):
             raise ValueError("detecting contacts less often than every substep needs the coloured solve without springs")
+        if (isinstance(self.manifold_points, bool) or int(self.manifold_points) != self.manifold_points
+                or not 0 <= self.manifold_points <= MAX_MANIFOLD_POINTS):
+            raise ValueError(f"manifold points must be a whole number from 0 to {MAX_MANIFOLD_POINTS}, "
+                             f"got {self.manifold_points!r}")
+        self.manifold_points = int(self.manifold_points)
+        if self.manifold_points and self.solve_form != "coloured":
+            raise ValueError("manifolds of a few points need the coloured solve")
+        if self.manifold_order not in MANIFOLD_ORDERS:
+            raise ValueError(f"manifold order must be one of {', '.join(MANIFOLD_ORDERS)}, got {self.manifold_order!r}")
         if self.speculative_margin is None:
             self.speculative_margin = 0.0 if self.contact_springs else SPECULATIVE_MARGIN
         if not (0.0 <= self.speculative_margin <= 1.0):

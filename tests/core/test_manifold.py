@@ -1,0 +1,111 @@
+"""Manifolds of a few points per body pair (SimulationSettings.manifold_points; addon/core/manifold.py,
+kernels/61_pair_colouring.cl reduce_pair_records, 62_pair_solve.cl's order within a pair): Box3D's
+choice of points, and the kernels against the NumPy reference."""
+import numpy as np
+import pytest
+
+from addon.core import Material, ModelBuilder, SimulationSettings
+from addon.core.manifold import reduce_manifold
+from addon.core.reference import ReferenceEngine
+from addon.core.settings import COLOURED_VOXELS, JACOBI_VOXELS
+from addon.core.shapes import box_particles, cube_particles
+from tests.core.helpers import assert_kernels_follow_the_solve_reference
+
+R = 1 / 6
+
+
+def face(side):
+    """Points of a side x side face of voxel contacts 2 R apart, normal +z."""
+    points = np.array([[x, y, 0.0] for x in np.arange(side) * 2 * R for y in np.arange(side) * 2 * R])
+    return np.tile([0.0, 0.0, 1.0], (len(points), 1)), points
+
+
+@pytest.mark.parametrize("side", [3, 5])
+def test_a_face_keeps_its_four_corners(side):
+    normals, points = face(side)
+    depths = np.full(len(points), 1e-3) + np.random.default_rng(side).normal(0.0, 1e-5, len(points))
+    kept = reduce_manifold(normals, points, depths, 4, R)
+    corners = {0, side - 1, side * (side - 1), side * side - 1}
+    assert set(kept) == corners
+    # the depths wobbling by a hundredth of a radius keep the same points (the warm start's ids)
+    wobbled = depths + np.random.default_rng(7).normal(0.0, 1e-2 * R, len(points))
+    assert reduce_manifold(normals, points, wobbled, 4, R) == kept
+
+
+def test_each_direction_keeps_its_own_manifold_and_fewer_points_are_kept_on_request():
+    normals, points = face(4)
+    wall = np.array([[0.0, 0.0, z] for z in np.arange(1, 7) * 2 * R])
+    all_normals = np.vstack([normals, np.tile([1.0, 0.0, 0.0], (len(wall), 1))])
+    all_points = np.vstack([points, wall])
+    depths = np.full(len(all_points), 1e-3)
+    kept = reduce_manifold(all_normals, all_points, depths, 4, R)
+    assert len([t for t in kept if t < 16]) == 4
+    # a line of points has no area: its two ends
+    assert [t for t in kept if t >= 16] == [16, 21]
+    assert len(reduce_manifold(all_normals, all_points, depths, 2, R)) == 4
+    assert len(reduce_manifold(all_normals, all_points, depths, 1, R)) == 2
+
+
+def speculative_scene(spacing):
+    """Twelve bodies of three materials (cubes and 3 x 2 x 1 boxes of other voxel sizes, some with
+    rotated lattices and round corners) thrown over the ground and a slanted wall."""
+    rng = np.random.default_rng(11)
+    builder = ModelBuilder(particle_radius=R)
+    materials = [Material(friction=0.2, restitution=0.6), Material(friction=0.8, restitution=0.1),
+                 Material(friction=0.5, restitution=0.3)]
+    for k in range(12):
+        column, layer = k % 4, k // 4
+        shape = cube_particles(1.0) if k % 3 else box_particles((3, 2, 1), 1 / 3)
+        builder.add_body(shape, density=500.0 + 100 * k,
+                         position=(spacing * column + rng.uniform(-0.05, 0.05), rng.uniform(-0.05, 0.05),
+                                   0.6 + spacing * layer),
+                         orientation=rng.normal(size=4), velocity=rng.normal(size=3),
+                         angular_velocity=rng.normal(size=3) * 2, material=materials[k % 3],
+                         corner_reach=(0.0, 1.0, 1.0, 0.5)[k % 4],
+                         lattice_orientation=rng.normal(size=4) if k % 4 == 2 else (1, 0, 0, 0))
+    builder.add_ground_plane(0.0, material=materials[1])
+    builder.add_ground_plane(normal=(1, 0, 0.2), point=(-0.8, 0, 0), material=materials[0])
+    return builder.finalize()
+
+
+def rigid_step(**overrides):
+    settings = dict(COLOURED_VOXELS, contact_springs=False, substep=1 / 240, solve_hertz_fraction=0.0)
+    settings.update(overrides)
+    return SimulationSettings(**settings)
+
+
+@pytest.mark.parametrize("pair_lanes", ["1", "8"])
+@pytest.mark.parametrize("order", ["jacobi", "sequential"])
+@pytest.mark.parametrize("every", [1, 4])
+def test_kernels_match_the_reference_manifolds(pair_lanes, order, every, monkeypatch):
+    """The same points kept per pair, and states as close as the coloured solve's test asks."""
+    monkeypatch.setenv("PRB_PAIR_LANES", pair_lanes)
+    model = speculative_scene(1.3)
+    settings = rigid_step(manifold_points=4, manifold_order=order, substeps_per_detection=every)
+
+    def same_points(reference, kernels):
+        counts = kernels._read(kernels.arguments["pair_record_count"], (kernels.body_count * kernels.max_pairs,), np.int32)
+        assert [int(counts[g]) for g in reference.pairs.pair_slot] == [len(r) for r in reference.pair_records]
+
+    reference, solved = assert_kernels_follow_the_solve_reference(model, settings, 60, same_points)
+    assert solved > 0.0
+    assert max(len(r) for r in reference.pair_records) <= 4 * 2
+
+
+def test_the_scene_has_pairs_of_more_than_four_records():
+    """What the reduction is tested on: without it some pair carries more than 4 records."""
+    reference = ReferenceEngine(speculative_scene(1.3), rigid_step())
+    most = 0
+    for _ in range(60):
+        reference.step()
+        most = max([most] + [len(r) for r in reference.pair_records])
+    assert most > 4
+
+
+def test_bad_manifolds_are_refused_with_one_message():
+    with pytest.raises(ValueError, match="manifold points must be a whole number from 0 to 4"):
+        SimulationSettings(**COLOURED_VOXELS, manifold_points=5)
+    with pytest.raises(ValueError, match="manifolds of a few points need the coloured solve"):
+        SimulationSettings(**JACOBI_VOXELS, manifold_points=4)
+    with pytest.raises(ValueError, match="manifold order must be one of jacobi, sequential"):
+        SimulationSettings(**COLOURED_VOXELS, manifold_points=4, manifold_order="serial")
