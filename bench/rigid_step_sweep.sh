@@ -36,10 +36,11 @@ for variant in "$@"; do
     # after another (x2s*), with 16 + 4 or N + 1 passes
     x2) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
               --setting manifold_points=4) ;;
-    x2p[0-9]*|x2s[0-9]*)
-        order=jacobi; [ "${variant:2:1}" = s ] && order=sequential
+    x2p[0-9]*|x2s[0-9]*|x2c[0-9]*)
+        order=jacobi friction=points; [ "${variant:2:1}" = s ] && order=sequential
+        [ "${variant:2:1}" = c ] && order=sequential friction=centre
         args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
-              --setting manifold_points=4 --setting manifold_order="$order"
+              --setting manifold_points=4 --setting manifold_order="$order" --setting manifold_friction="$friction"
               --setting solve_passes="${variant:3}" --setting relax_passes=1) ;;
     x2s) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
                --setting manifold_points=4 --setting manifold_order=sequential) ;;

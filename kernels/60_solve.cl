@@ -52,7 +52,8 @@ inline float split_inverse_mass(SolveBody s, float3 arm, float3 u, __global cons
 // solve or relax pass from the two sides' velocities now; a, b with their mass shares.
 inline float4 solve_record_impulse(
     __global const float4 *r, int stride, SolveBody a, SolveBody b, float substep, float4 solve_constants,
-    bool relax, __global const float *body_mass, __global const float *body_inv_inertia, float depth_shift)
+    bool relax, __global const float *body_mass, __global const float *body_inv_inertia, float depth_shift,
+    bool friction)
 {
     float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride], f4 = r[4 * stride];
     int other = as_int(f0.w);
@@ -86,6 +87,7 @@ inline float4 solve_record_impulse(
                  ? fmax(lambda.w + share * (vn - allowed) / k_n, 0.0f)
                  : fmax(lambda.w + mass_scale * share * (vn - allowed) / k_n - impulse_scale * lambda.w, 0.0f);
     float3 tangential = lambda.xyz;
+    if (!friction) return (float4)(tangential, normal);  // held at the manifold's centre (62)
     float3 v_t = v_rel - vn * n;
     float slip = length(v_t);
     if (slip > 1e-9f) {
@@ -136,7 +138,7 @@ inline void solve_particle_contacts(
             SolveBody b = solve_body(other, body_velocity, body_angular_velocity, body_orientation, body_solve_count,
                                      body_quiet, sleep);
             float4 next = solve_record_impulse(r, stride, a, b, substep, solve_constants, relax, body_mass,
-                                               body_inv_inertia, 0.0f);
+                                               body_inv_inertia, 0.0f, true);
             float3 j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on i
             r[3 * stride] = next;
             history_impulse_out[k * stride + i] = next;

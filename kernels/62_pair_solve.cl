@@ -17,6 +17,106 @@ inline void pair_lane_sums(float *sums, float3 impulse, float3 moment_a, float3 
     sums[6] = moment_b.x; sums[7] = moment_b.y; sums[8] = moment_b.z;
 }
 
+// The pair's velocities (a and b, as the pass sees them) after impulse j on a at arm_a and -j on b
+// at arm_b (b.body < 0: a static side, unmoved)
+inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, float3 j, __global const float *body_mass,
+                      __global const float *body_inv_inertia)
+{
+    a->v += j / body_mass[a->body];
+    a->w += angular_velocity(a->q, body_inv_inertia + 9 * a->body, cross(arm_a, j));
+    if (b->body >= 0) {
+        b->v -= j / body_mass[b->body];
+        b->w -= angular_velocity(b->q, body_inv_inertia + 9 * b->body, cross(arm_b, j));
+    }
+}
+
+#if MANIFOLD_CENTRE_FRICTION
+// Box3D's friction of each manifold of the pair (a group of normals, 61 manifold_group) at its
+// centre and its twist about the normal, from the velocities now (reference.py _centre_friction).
+// Kept as the points' tangential impulses: an equal share of the centre's plus the twist spread
+// as tau (n x d) / sum |d|^2 (d: a point's offset from the centre in the plane), which sum to the
+// centre's impulse and have the twist as moment; their changes added to the pass's sums.
+inline void centre_friction(__global const int *records, int count, int stride, __global float4 *solve_record,
+                            __global float4 *history_impulse_out, SolveBody *A, SolveBody *B,
+                            __global const float *body_mass, __global const float *body_inv_inertia,
+                            float3 *impulse, float3 *moment_a, float3 *moment_b)
+{
+    float3 group_normals[MANIFOLD_GROUPS];
+    int groups = 0;
+    for (int t = 0; t < count && groups < MANIFOLD_GROUPS; ++t) {
+        float3 n = listed_record(records, t, stride, solve_record)[0].xyz;
+        if (manifold_group(n, group_normals, groups) < 0) group_normals[groups++] = n;
+    }
+    for (int g = 0; g < groups; ++g) {
+        float3 n = group_normals[g];
+        float3 centre_a = (float3)(0.0f), centre_b = (float3)(0.0f);
+        int members = 0;
+        for (int t = 0; t < count; ++t) {
+            __global const float4 *r = listed_record(records, t, stride, solve_record);
+            if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
+            centre_a += r[stride].xyz;
+            centre_b += r[2 * stride].xyz;
+            ++members;
+        }
+        centre_a /= (float)members;
+        centre_b /= (float)members;
+        float load = 0.0f, twist = 0.0f, spread = 0.0f, twist_limit = 0.0f, mu = -1.0f;  // mu: the first point's
+        float3 held = (float3)(0.0f);
+        for (int t = 0; t < count; ++t) {
+            __global const float4 *r = listed_record(records, t, stride, solve_record);
+            if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
+            float3 d = r[stride].xyz - centre_a;
+            d -= dot(d, n) * n;
+            float4 lambda = r[3 * stride];
+            if (mu < 0.0f) mu = r[4 * stride].x;
+            load += lambda.w;
+            held += lambda.xyz;
+            twist += dot(n, cross(d, lambda.xyz));
+            spread += dot(d, d);
+            twist_limit += length(d) * lambda.w;
+        }
+        twist_limit *= mu;
+        float3 v_c = (B->body >= 0) ? B->v + cross(B->w, centre_b) : centre_b;
+        float3 v_rel = A->v + cross(A->w, centre_a) - v_c;
+        float3 v_t = v_rel - dot(v_rel, n) * n;
+        float slip = length(v_t);
+        if (slip > 1e-9f) {
+            float3 t = v_t / slip;
+            float k_t = split_inverse_mass(*A, centre_a, t, body_mass, body_inv_inertia)
+                      + ((B->body >= 0) ? split_inverse_mass(*B, centre_b, t, body_mass, body_inv_inertia) : 0.0f);
+            held -= v_t / k_t;
+        }
+        float size = length(held);
+        if (size > mu * load) held *= (size > 0.0f) ? mu * load / size : 0.0f;
+        if (spread > 0.0f) {
+            float k_w = dot(n, angular_velocity(A->q, body_inv_inertia + 9 * A->body, n));
+            float w_rel = dot(n, A->w);
+            if (B->body >= 0) {
+                k_w += dot(n, angular_velocity(B->q, body_inv_inertia + 9 * B->body, n));
+                w_rel -= dot(n, B->w);
+            }
+            twist = clamp(twist - w_rel / k_w, -twist_limit, twist_limit);
+        }
+        for (int t = 0; t < count; ++t) {
+            __global float4 *r = listed_record(records, t, stride, solve_record);
+            if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
+            float3 d = r[stride].xyz - centre_a;
+            d -= dot(d, n) * n;
+            float4 lambda = r[3 * stride];
+            float3 tangential = held / (float)members + ((spread > 0.0f) ? twist / spread * cross(n, d) : (float3)(0.0f));
+            float3 j = tangential - lambda.xyz;
+            lambda.xyz = tangential;
+            r[3 * stride] = lambda;
+            history_impulse_out[records[t]] = lambda;
+            *impulse += j;
+            *moment_a += cross(r[stride].xyz, j);
+            *moment_b -= cross(r[2 * stride].xyz, j);
+            move_pair(A, B, r[stride].xyz, r[2 * stride].xyz, j, body_mass, body_inv_inertia);
+        }
+    }
+}
+#endif
+
 __kernel void solve_pair_contacts(
     const int solve_colour,
     const int solve_kind,
@@ -112,7 +212,7 @@ __kernel void solve_pair_contacts(
             depth_shift = dot(shift, n);
 #endif
             float4 next = solve_record_impulse(r, stride, A, B, substep, constants, relax, body_mass,
-                                               body_inv_inertia, depth_shift);
+                                               body_inv_inertia, depth_shift, !MANIFOLD_CENTRE_FRICTION);
             j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
             r[3 * stride] = next;
             history_impulse_out[slot] = next;
@@ -120,15 +220,13 @@ __kernel void solve_pair_contacts(
         impulse += j;
         moment_a += cross(r[stride].xyz, j);
         moment_b -= cross(r[2 * stride].xyz, j);  // c's arm (a static side's velocity: unused)
-        if (MANIFOLD_SEQUENTIAL && !warm) {
-            A.v += j / body_mass[b];
-            A.w += angular_velocity(A.q, body_inv_inertia + 9 * b, cross(r[stride].xyz, j));
-            if (c >= 0) {
-                B.v -= j / body_mass[c];
-                B.w -= angular_velocity(B.q, body_inv_inertia + 9 * c, cross(r[2 * stride].xyz, j));
-            }
-        }
+        if (MANIFOLD_SEQUENTIAL && !warm) move_pair(&A, &B, r[stride].xyz, r[2 * stride].xyz, j, body_mass, body_inv_inertia);
     }
+#if MANIFOLD_CENTRE_FRICTION
+    if (relax && lane == 0)
+        centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, body_mass,
+                        body_inv_inertia, &impulse, &moment_a, &moment_b);
+#endif
     float sums[9];
     pair_lane_sums(sums, impulse, moment_a, moment_b);
     for (int s = 0; s < 9; ++s) lane_sums[s * PAIR_LANES + lane] = sums[s];

@@ -47,21 +47,30 @@ def _best(candidates, score, start):
     return best
 
 
+def manifold_groups(normals) -> list[int]:
+    """The records leading the groups of normals: each record whose normal is in no earlier group
+    starts one, up to MANIFOLD_GROUPS."""
+    leaders: list[int] = []
+    for t in range(len(normals)):
+        if len(leaders) < MANIFOLD_GROUPS and manifold_group(normals[t], normals, leaders) < 0:
+            leaders.append(t)
+    return leaders
+
+
+def manifold_group(n, normals, leaders) -> int:
+    """The first group whose leader's normal is within MANIFOLD_NORMAL_COSINE of n, or -1."""
+    for g, leader in enumerate(leaders):
+        if n @ normals[leader] >= MANIFOLD_NORMAL_COSINE:
+            return g
+    return -1
+
+
 def reduce_manifold(normals, points, depths, limit, radius) -> list[int]:
     """Indices (ascending) of the records kept: at most ``limit`` per group of normals.
     normals (N, 3) unit, points (N, 3) contact points in one frame, depths (N,) > 0 touching."""
     count = len(depths)
-    leaders: list[int] = []
-    group = np.full(count, -1)
-    for t in range(count):
-        for g, leader in enumerate(leaders):
-            if normals[t] @ normals[leader] >= MANIFOLD_NORMAL_COSINE:
-                group[t] = g
-                break
-        else:
-            if len(leaders) < MANIFOLD_GROUPS:
-                group[t] = len(leaders)
-                leaders.append(t)
+    leaders = manifold_groups(normals)
+    group = np.array([manifold_group(normals[t], normals, leaders) for t in range(count)], dtype=int)
     kept = set(np.flatnonzero(group < 0).tolist())
     tolerance2 = (MANIFOLD_TOLERANCE * radius) ** 2
     for g, leader in enumerate(leaders):
@@ -122,4 +131,5 @@ def manifold_defines(settings, radius: float) -> list[str]:
             f"-DMANIFOLD_NORMAL_COSINE={MANIFOLD_NORMAL_COSINE!r}f", f"-DMANIFOLD_PECKING={MANIFOLD_PECKING!r}f",
             f"-DMANIFOLD_TIE={float((1.0 - MANIFOLD_PECKING) * radius)!r}f",
             f"-DMANIFOLD_TOLERANCE2={float((MANIFOLD_TOLERANCE * radius) ** 2)!r}f",
-            f"-DMANIFOLD_SEQUENTIAL={int(settings.manifold_order == 'sequential')}"]
+            f"-DMANIFOLD_SEQUENTIAL={int(settings.manifold_order == 'sequential')}",
+            f"-DMANIFOLD_CENTRE_FRICTION={int(settings.manifold_friction == 'centre')}"]

@@ -27,7 +27,7 @@ from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, WHOLE_VOXEL_REACH, e
                           push_out_birth_depth, voxel_pair)
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
-from .manifold import reduce_manifold
+from .manifold import manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
@@ -573,7 +573,7 @@ class ReferenceEngine(StateMixin):
         c = np.cross(arm, u)
         return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
 
-    def _record_impulse(self, record, b, velocity, omega, count, kind, rigid=False):
+    def _record_impulse(self, record, b, velocity, omega, count, kind, rigid=False, friction=True):
         """The record's accumulated impulses (tangential, normal) after a "solve" or "relax" pass
         from the bodies' velocities and angular velocities given, the masses split by ``count``
         (60_solve.cl solve_record_impulse): closing at most what leaves it at the slop after the
@@ -605,6 +605,8 @@ class ReferenceEngine(StateMixin):
         new_tangential = tangential.copy()
         v_t = v_rel - vn * n
         slip = np.linalg.norm(v_t)
+        if not friction:
+            return new_tangential, new_normal
         if slip > 1e-9:
             t = v_t / slip
             k_t = self._split_inverse_mass(b, count, arm_i, t) + self._split_inverse_mass(other, count, arm_j, t)
@@ -750,6 +752,7 @@ class ReferenceEngine(StateMixin):
                 # one record after another at full mass, each seeing the last one's impulse
                 sequential = self.settings.manifold_order == "sequential"
                 count = {body: 1.0 if sequential else split for body in bodies}
+                centre_friction = self.settings.manifold_friction == "centre"
                 velocity = {body: self.P[body] / m.body_mass[body] for body in bodies}
                 omega = {body: self._omega(body) for body in bodies}
                 omega_start = dict(omega)
@@ -761,7 +764,7 @@ class ReferenceEngine(StateMixin):
                         j = -normal * n + tangential
                     else:
                         new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count, kind,
-                                                                          rigid)
+                                                                          rigid, not centre_friction)
                         j = -(new_normal - normal) * n + (new_tangential - tangential)
                         record[9], record[10] = new_tangential, new_normal
                         self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
@@ -769,14 +772,76 @@ class ReferenceEngine(StateMixin):
                     moment_b += np.cross(arm_i, j)
                     moment_c -= np.cross(arm_j, j)
                     if sequential and kind != "warm":
-                        velocity[b] = velocity[b] + j / m.body_mass[b]
-                        omega[b] = omega[b] + self._inverse_inertia(b) @ np.cross(arm_i, j)
-                        if c >= 0:
-                            velocity[c] = velocity[c] - j / m.body_mass[c]
-                            omega[c] = omega[c] - self._inverse_inertia(c) @ np.cross(arm_j, j)
+                        self._move_pair(b, c, arm_i, arm_j, j, velocity, omega)
+                if centre_friction and kind == "relax":
+                    j_sum, moment_b_sum, moment_c_sum = self._centre_friction(b, c, self.pair_records[index],
+                                                                              velocity, omega)
+                    impulse += j_sum
+                    moment_b += moment_b_sum
+                    moment_c += moment_c_sum
                 self._change_momenta(b, impulse, moment_b, kind != "relax", omega_start[b])
                 if c >= 0:
                     self._change_momenta(c, -impulse, moment_c, kind != "relax", omega_start[c])
+
+    def _move_pair(self, b, c, arm_i, arm_j, j, velocity, omega):
+        """The pair's velocities after impulse j on b at arm_i (and -j on c at arm_j)."""
+        m = self.model
+        velocity[b] = velocity[b] + j / m.body_mass[b]
+        omega[b] = omega[b] + self._inverse_inertia(b) @ np.cross(arm_i, j)
+        if c >= 0:
+            velocity[c] = velocity[c] - j / m.body_mass[c]
+            omega[c] = omega[c] - self._inverse_inertia(c) @ np.cross(arm_j, j)
+
+    def _centre_friction(self, b, c, listed, velocity, omega):
+        """Box3D's friction of each manifold of a pair (a group of normals, core.manifold) at its
+        centre and its twist about the normal, solved from the velocities now (62_pair_solve.cl
+        centre_friction). Kept as the points' tangential impulses: an equal share of the centre's
+        plus the twist spread over the points as tau (n x d) / sum |d|^2 (d: a point's offset from
+        the centre in the plane), which sum to the centre's impulse and have the twist as moment.
+        Returns the impulse on b and its moments about b's and c's centres."""
+        count = {body: 1.0 for body in (b, c) if body >= 0}
+        normals = [record[0] for _, record in listed]
+        leaders = manifold_groups(normals)
+        total, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
+        for g, leader in enumerate(leaders):
+            n = normals[leader]
+            members = [(i, record) for t, (i, record) in enumerate(listed) if manifold_group(normals[t], normals, leaders) == g]
+            centre_b = np.mean([record[2] for _, record in members], axis=0)
+            centre_c = np.mean([record[4] for _, record in members], axis=0)
+            offsets = [record[2] - centre_b for _, record in members]
+            offsets = [d - (d @ n) * n for d in offsets]
+            load = sum(record[10] for _, record in members)
+            mu = members[0][1][6]
+            held = sum((record[9] for _, record in members), np.zeros(3))
+            twist = sum(n @ np.cross(d, record[9]) for d, (_, record) in zip(offsets, members))
+            spread = sum(d @ d for d in offsets)
+            twist_limit = mu * sum(np.linalg.norm(d) * record[10] for d, (_, record) in zip(offsets, members))
+            v_c = velocity[c] + np.cross(omega[c], centre_c) if c >= 0 else centre_c
+            v_rel = velocity[b] + np.cross(omega[b], centre_b) - v_c
+            v_t = v_rel - (v_rel @ n) * n
+            slip = np.linalg.norm(v_t)
+            if slip > 1e-9:
+                t = v_t / slip
+                k_t = (self._split_inverse_mass(b, count, centre_b, t)
+                       + self._split_inverse_mass(c, count, centre_c, t))
+                held = held - v_t / k_t
+            size = np.linalg.norm(held)
+            if size > mu * load:
+                held = held * (mu * load / size) if size > 0 else held * 0.0
+            if spread > 0.0:
+                k_w = n @ self._inverse_inertia(b) @ n + (n @ self._inverse_inertia(c) @ n if c >= 0 else 0.0)
+                w_rel = n @ (omega[b] - omega[c]) if c >= 0 else n @ omega[b]
+                twist = min(max(twist - w_rel / k_w, -twist_limit), twist_limit)
+            for d, (i, record) in zip(offsets, members):
+                tangential = held / len(members) + (twist / spread * np.cross(n, d) if spread > 0.0 else 0.0)
+                j = tangential - record[9]
+                record[9] = tangential
+                self.new_history_impulse[i, record[11]] = [*tangential, record[10]]
+                total += j
+                moment_b += np.cross(record[2], j)
+                moment_c -= np.cross(record[4], j)
+                self._move_pair(b, c, record[2], record[4], j, velocity, omega)
+        return total, moment_b, moment_c
 
     def _integrate(self, force, torque, offset_world):
         m = self.model

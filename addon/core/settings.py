@@ -122,6 +122,7 @@ IMPACT_SPEED = 1.0
 SPECULATIVE_MARGIN = 0.25
 MAX_SOLVE_PASSES = 64
 MANIFOLD_ORDERS = ("jacobi", "sequential")
+MANIFOLD_FRICTIONS = ("points", "centre")
 
 
 @dataclass
@@ -181,6 +182,11 @@ class SimulationSettings:
     # ("sequential"); 0: every record, solved together.
     manifold_points: int = 0
     manifold_order: str = "jacobi"
+    # "points": each point holds its own friction; "centre" (sequential manifolds only): Box3D's,
+    # friction at each manifold's centre (limited by mu times its points' normal impulses) and a
+    # twist about its normal (limited by mu times their impulses' moments about the centre), solved
+    # in the relax passes only
+    manifold_friction: str = "points"
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
@@ -221,6 +227,12 @@ class SimulationSettings:
             raise ValueError("manifolds of a few points need the coloured solve")
         if self.manifold_order not in MANIFOLD_ORDERS:
             raise ValueError(f"manifold order must be one of {', '.join(MANIFOLD_ORDERS)}, got {self.manifold_order!r}")
+        if self.manifold_friction not in MANIFOLD_FRICTIONS:
+            raise ValueError(f"manifold friction must be one of {', '.join(MANIFOLD_FRICTIONS)}, "
+                             f"got {self.manifold_friction!r}")
+        if self.manifold_friction == "centre" and not (self.manifold_points and self.manifold_order == "sequential"):
+            raise ValueError("friction at a manifold's centre needs manifolds solved in sequence "
+                             "(manifold points > 0, manifold order 'sequential')")
         if self.speculative_margin is None:
             self.speculative_margin = 0.0 if self.contact_springs else SPECULATIVE_MARGIN
         if not (0.0 <= self.speculative_margin <= 1.0):
