@@ -81,6 +81,7 @@ _not_negative.__name__ = "number"
 
 def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     """The bake options, shared by the --python script and `blender --command particle_bodies bake`."""
+    from .core.contact_geometry import CONTACT_GEOMETRY
     from .core.settings import CONTACT_GEOMETRIES, ConversionSettings, SimulationSettings
 
     defaults, limits = SimulationSettings(), ConversionSettings()
@@ -97,11 +98,9 @@ def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--substeps", type=_count(1), help="substeps per frame (default: automatic)")
     p.add_argument("--radius", type=_positive, help="particle radius (default: automatic)")
     p.add_argument("--contact-geometry", choices=CONTACT_GEOMETRIES,
-                   help=f"how bodies meet: particles (fast), sdf (flat faces: a cube across a joint rests within "
-                        f"1 mm and offset rows do not nest; about 2x the CPU time, 4-7x on a GPU, in dense piles) or "
-                        f"voxels (rigid voxels: solid bodies pile and stack like rigid boxes, their contacts solved; "
-                        f"about 10x the time on a CPU, 12-30x on a GPU); "
-                        f"default {defaults.contact_geometry} or the scene's setting")
+                   help="how bodies meet: " + "; ".join(f"{g.name} ({g.label}: {g.summary}; {g.cost})"
+                                                         for g in CONTACT_GEOMETRY.values())
+                        + f"; default {defaults.contact_geometry} or the scene's setting")
     p.add_argument("--sleep-speed", type=_not_negative, metavar="M_PER_S",
                    help=f"bodies slower than this for --sleep-time seconds stop until hit (0: never; default "
                         f"{defaults.sleep_speed:g} or the scene's setting)")

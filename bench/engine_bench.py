@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from addon.core import SimulationSettings  # noqa: E402
-from addon.core.opencl_engine import NEIGHBOUR_SKIN, OpenCLEngine  # noqa: E402
+from addon.core.contact_geometry import PARTICLES  # noqa: E402
+from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from bench.scenes import cube_pile  # noqa: E402
 
 # Fewest bytes one substep must move per particle (each buffer read or written once, friction
@@ -109,7 +110,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=500,
                         help="substeps timed per size, after the warm-up (500: the first 0.9 s of the fall)")
     parser.add_argument("--warmup-steps", type=int, default=20)
-    parser.add_argument("--skins", type=float, nargs="+", default=[NEIGHBOUR_SKIN],
+    parser.add_argument("--skins", type=float, nargs="+", default=[PARTICLES.neighbour_skin],
                         help="neighbour-list skins (fraction of the particle diameter) to run each size with")
     parser.add_argument("--pile-window-at", type=float, default=None,
                         help="also time a window starting at this simulated second (the pile)")

@@ -11,12 +11,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from addon.core.opencl_engine import NEIGHBOUR_SKIN  # noqa: E402
+from addon.core.contact_geometry import PARTICLES  # noqa: E402
 
 
 def default_skin_results(report: dict) -> list[dict]:
     """The rows run with the engine's default neighbour skin (tuning runs hold several skins)."""
-    return [r for r in report["results"] if r.get("neighbour_skin", NEIGHBOUR_SKIN) == NEIGHBOUR_SKIN]
+    skin = PARTICLES.neighbour_skin
+    return [r for r in report["results"] if r.get("neighbour_skin", skin) == skin]
 
 
 def table(report: dict) -> str:

@@ -1,4 +1,4 @@
-"""The only reasons a test may be skipped (tests/conftest.py fails any other skip)."""
+"""The only reasons a test may be skipped or marked xfail (tests/conftest.py fails any other)."""
 # Any other skip (an importorskip, a skipif that became true
 # on a new machine) fails the run: a skipped test passes nothing, and a green run must mean every
 # test ran. Tests skip with these constants, so this list is the complete set.
@@ -7,3 +7,29 @@ SKIP_NOT_POCL_ONLY = "needs a machine whose only OpenCL is PoCL (CI); here other
 # purpose; CI never sets it) tests/blender/conftest.py leaves the Blender-layer tests uncollected.
 SKIP_NO_BPY = "PRB_ALLOW_SKIP_BPY=1: the Blender layer is not tested (import bpy failed)"
 ALLOWED_SKIP_REASONS = (SKIP_NOT_POCL_ONLY,)
+
+# An xfail is a known failure: strict=True, raises=KnownFailure (tests/known_failures.py), so it
+# stays expected only while the test fails by the amount measured when the marker was set; a pass,
+# or a value outside that band either way, fails the run.
+XFAIL_REBOUND_OFF_E = ("issue 22: a face impact rebounds outside +-5 % of e (the contact solve); the "
+                       "test holds each case's measured ratio")
+XFAIL_FRICTION_SLOTS_ORDER = (
+    "contacts beyond FRICTION_SLOTS: kernels and reference 1.2e-5 m / 1.2e-2 m/s apart after 60 "
+    "substeps of sliding on 10 contacts, against 3e-8 m / 2e-6 m/s on 8; probably each engine "
+    "keeps the friction springs of the first 8 contacts in its own search order (found by "
+    "issue 23, for the kernels or contact engineer)")
+XFAIL_JACOBI_COLUMN_RINGS = ("issue 22, E14: the Jacobi solve with 0.7 of the warm start rings an 8-cube "
+                             "column vertically at about 50 Hz, up to 56 mm/s (PoCL), for ever")
+XFAIL_HALF_OFFSET_ROWS_SINK = (
+    "issue 22: five half-offset rows, top row 11.5 mm below its ideal height (target 1 cm; 18.7 cm with "
+    "particle contacts). The springs alone take 10.1 mm at this stiffness target (ground 3.1 mm, then "
+    "2.6 / 2.1 / 1.5 / 0.8 mm per interface under the rows above); needs stiffer contacts.")
+# Under repair (issue 22, E16): the one xfail allowed to be non-strict, conditional on a GPU (on
+# PoCL the board rests and the test passes); its marker in tests/core/test_coloured_solve.py spells
+# this text out. The fix removes the marker and this entry.
+XFAIL_BOARD_CYCLES_ON_A_GPU = (
+    "issue 22, E16: on the H100 one cube keeps a micro limit cycle (1.36 mm/s, its height swinging by "
+    "micrometres); which cube cycles, if any, follows the order of the lanes' sums")
+NON_STRICT_XFAIL_REASONS = (XFAIL_BOARD_CYCLES_ON_A_GPU,)
+ALLOWED_XFAIL_REASONS = (XFAIL_REBOUND_OFF_E, XFAIL_FRICTION_SLOTS_ORDER, XFAIL_JACOBI_COLUMN_RINGS,
+                         XFAIL_HALF_OFFSET_ROWS_SINK, *NON_STRICT_XFAIL_REASONS)

@@ -11,14 +11,16 @@ Three checks, written to one JSON (with the machine and the device; rewritten af
 so a run cut short keeps what it did) and a log beside it:
 1. tests/core with PRB_OPENCL_DEVICE set to the device (per-test outcomes from pytest's JUnit XML;
    run last, it takes longest).
-2. Trajectories on the device against the NumPy reference step (float64, on the CPU), over 100
-   substeps of the colliding scene of tests/core/test_reference_agreement.py, with 1 and with 8
-   lanes per body (PRB_BODY_LANES: 8 is the GPU path, a tree sum of each body's forces; 1 the CPU
-   path), within that test's tolerances: position 2e-5 m, velocity 6e-4 m/s, angular velocity
-   2e-3 rad/s, orientation |q.q'| within 1e-6 of 1. Also against a CPU OpenCL device when the
-   machine has one.
-3. Two runs of a tumbling 48-cube pile (400 substeps) on the device, for each lane count:
-   bit-identical (the README's "two runs on one device give identical results").
+2. Trajectories on the device against the NumPy reference step (float64, on the CPU) for each
+   variant (``VARIANTS``): the default particle contacts over 100 substeps of the colliding scene of
+   tests/core/test_reference_agreement.py with 1 and 8 lanes per body (PRB_BODY_LANES: 8 is the GPU
+   path, a tree sum of each body's forces), within that test's tolerances (position 2e-5 m,
+   velocity 6e-4 m/s, angular velocity 2e-3 rad/s, orientation |q.q'| within 1e-6 of 1); Rigid
+   Voxels' coloured solve (kernels 60-62) and the rigid step's parts with 1 and 32 lanes per body
+   pair (PRB_PAIR_LANES: 32 is the GPU's work-group), within the solve's tests' tolerances. Also
+   against a CPU OpenCL device when the machine has one.
+3. Two runs of a tumbling 48-cube pile (400 substeps) on the device, for each variant and lane
+   count: bit-identical (the README's "two runs on one device give identical results").
 Exit status 0 only when all three pass.
 """
 from __future__ import annotations
@@ -42,6 +44,14 @@ import numpy as np  # noqa: E402
 # tests/core/test_reference_agreement.py's (about 5x what PoCL gives)
 TOLERANCES = dict(position=2e-5, velocity=6e-4, angular_velocity_rtol=0.0, angular_velocity_atol=2e-3,
                   orientation=1e-6)
+
+
+def _git_commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=30).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
 
 
 def machine(device) -> dict:
@@ -92,31 +102,62 @@ def run_core_tests(selector: str, paths: list[str], log) -> dict:
                 summary=proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "", tests=outcomes)
 
 
-def _engine(model, selector, lanes):
+# What the device is compared on: (name, settings, scene, substeps, tolerances, which lanes vary).
+# "particles": the default contacts, lanes per body (PRB_BODY_LANES: 8 the GPU's tree sum, 1 the
+# CPU's loop). "coloured_voxels": Rigid Voxels' coloured solve (kernels 60-62), rigid contacts (soft
+# ones switch at the slop, where float32 and float64 part after ~55 substeps), lanes per body pair
+# (PRB_PAIR_LANES: 32 the GPU's work-groups, 1 the CPU's). "rigid_step": the rigid step's parts
+# (no springs, speculative contacts, detection every 4 substeps; tests/core/test_rigid_step.py).
+SOLVE_TOLERANCES = dict(position=3e-5, velocity=5e-3, angular_velocity_rtol=0.0, angular_velocity_atol=6e-3,
+                        orientation=1e-6)
+
+
+def variant(name: str):
+    """(settings, model, substeps, tolerances, lane variable, lane counts) of a compared variant."""
     from addon.core import SimulationSettings
+    from addon.core.settings import COLOURED_VOXELS
+    from tests.core.test_reference_agreement import colliding_scene
+
+    if name == "particles":
+        return SimulationSettings(), colliding_scene(), 100, TOLERANCES, "PRB_BODY_LANES", (1, 8)
+    if name == "coloured_voxels":
+        return (SimulationSettings(**COLOURED_VOXELS, solve_hertz_fraction=0.0), colliding_scene(0.98), 100,
+                SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
+    if name == "rigid_step":
+        from tests.core.test_rigid_step import RIGID_STEP, tumbling_bodies
+        return (SimulationSettings(**{**COLOURED_VOXELS, **RIGID_STEP, "solve_hertz_fraction": 0.0}), tumbling_bodies(),
+                60, SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
+    raise ValueError(name)
+
+
+VARIANTS = ("particles", "coloured_voxels", "rigid_step")
+
+
+def _engine(model, settings, selector, lane_variable, lanes):
+    from dataclasses import replace
+
     from addon.core.opencl_engine import OpenCLEngine
 
-    os.environ["PRB_BODY_LANES"] = str(lanes)
+    os.environ[lane_variable] = str(lanes)
     try:
-        engine = OpenCLEngine(model, SimulationSettings(device=selector))
+        engine = OpenCLEngine(model, replace(settings, device=selector))
     finally:
-        del os.environ["PRB_BODY_LANES"]
-    assert engine.body_lanes == lanes, (engine.body_lanes, lanes)
+        del os.environ[lane_variable]
+    assert (engine.body_lanes if lane_variable == "PRB_BODY_LANES" else engine.pair_lanes) == lanes
     return engine
 
 
-def compare_trajectories(selector: str, against: str, lanes: int) -> dict:
-    """The device against the reference step ('reference') or another OpenCL device, every 10
-    substeps for 100: largest differences and whether they are within TOLERANCES."""
-    from addon.core import SimulationSettings
+def compare_trajectories(selector: str, against: str, name: str, lanes: int) -> dict:
+    """The device against the reference step ('reference') or another OpenCL device (its CPU path),
+    every 10 substeps: largest differences and whether they are within the variant's tolerances."""
     from addon.core.reference import ReferenceEngine
-    from tests.core.test_reference_agreement import colliding_scene
 
-    model = colliding_scene()
-    engine = _engine(model, selector, lanes)
-    other = ReferenceEngine(model, SimulationSettings()) if against == "reference" else _engine(model, against, 1)
+    settings, model, substeps, tolerances, lane_variable, _ = variant(name)
+    engine = _engine(model, settings, selector, lane_variable, lanes)
+    other = (ReferenceEngine(model, settings) if against == "reference"
+             else _engine(model, settings, against, lane_variable, 1))
     worst = dict(position=0.0, velocity=0.0, angular_velocity=0.0, angular_velocity_excess=-np.inf, orientation=0.0)
-    for _ in range(10):
+    for _ in range(substeps // 10):
         engine.step(10)
         other.step(10)
         got, expected = engine.body_state(), other.body_state()
@@ -124,36 +165,43 @@ def compare_trajectories(selector: str, against: str, lanes: int) -> dict:
         worst["velocity"] = max(worst["velocity"], float(np.abs(got.velocity - expected.velocity).max()))
         worst["angular_velocity"] = max(worst["angular_velocity"],
                                         float(np.abs(got.angular_velocity - expected.angular_velocity).max()))
-        allowed = TOLERANCES["angular_velocity_atol"] + TOLERANCES["angular_velocity_rtol"] * np.abs(
+        allowed = tolerances["angular_velocity_atol"] + tolerances["angular_velocity_rtol"] * np.abs(
             expected.angular_velocity)
         excess = np.abs(got.angular_velocity - expected.angular_velocity) - allowed
         worst["angular_velocity_excess"] = max(worst["angular_velocity_excess"], float(excess.max()))
         dots = np.abs(np.einsum("bi,bi->b", got.orientation, expected.orientation))
         worst["orientation"] = max(worst["orientation"], float(np.abs(dots - 1.0).max()))
     moved = float(np.abs(engine.body_state().position - model.body_position).max())
-    ok = (worst["position"] <= TOLERANCES["position"] and worst["velocity"] <= TOLERANCES["velocity"]
-          and worst["angular_velocity_excess"] <= 0.0 and worst["orientation"] <= TOLERANCES["orientation"]
+    ok = (worst["position"] <= tolerances["position"] and worst["velocity"] <= tolerances["velocity"]
+          and worst["angular_velocity_excess"] <= 0.0 and worst["orientation"] <= tolerances["orientation"]
           and moved > 0.05)
-    return dict(against=against, body_lanes=lanes, substeps=100, largest_differences=worst,
-                largest_displacement=moved, ok=bool(ok))
+    return dict(variant=name, against=against, lanes={lane_variable: lanes}, substeps=substeps,
+                tolerances=tolerances, largest_differences=worst, largest_displacement=moved, ok=bool(ok))
 
 
-def runs_are_identical(selector: str, lanes: int) -> dict:
+def runs_are_identical(selector: str, name: str, lanes: int) -> dict:
+    """Two runs of a tumbling 48-cube pile (400 substeps) on the device: bit-identical. Rigid Voxels
+    run their default (soft) solve here."""
+    from addon.core import SimulationSettings
+    from addon.core.settings import COLOURED_VOXELS
     from tests.core.test_neighbour_lists import tumbling_pile
 
+    settings, _, _, _, lane_variable, _ = variant(name)
+    if name == "coloured_voxels":
+        settings = SimulationSettings(**COLOURED_VOXELS)
     model = tumbling_pile()
     states = []
     for _ in range(2):
-        engine = _engine(model, selector, lanes)
+        engine = _engine(model, settings, selector, lane_variable, lanes)
         engine.step(400)
         s = engine.body_state()
         states.append(np.concatenate([s.position.ravel(), s.orientation.ravel(), s.velocity.ravel(),
                                       s.angular_velocity.ravel()]))
     moved = float(np.abs(states[0][:3 * model.body_count] - model.body_position.ravel()).max())
     identical = bool(np.array_equal(states[0], states[1]))
-    return dict(body_lanes=lanes, substeps=400, bodies=model.body_count, identical=identical,
-                largest_difference=float(np.abs(states[0] - states[1]).max()), largest_displacement=moved,
-                ok=identical and moved > 0.05)
+    return dict(variant=name, lanes={lane_variable: lanes}, substeps=400, bodies=model.body_count,
+                identical=identical, largest_difference=float(np.abs(states[0] - states[1]).max()),
+                largest_displacement=moved, ok=identical and moved > 0.05)
 
 
 def main(argv=None) -> int:
@@ -166,6 +214,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tests", nargs="+", default=["tests/core"], metavar="PATH",
                         help="what pytest runs on the device (default: tests/core)")
     parser.add_argument("--skip-checks", action="store_true", help="only the tests (a later part of a split run)")
+    parser.add_argument("--commit", default=None,
+                        help="the commit the tree is (the lent machine's copy of the tree has no reliable git)")
     args = parser.parse_args(argv)
 
     from addon.core.device import choose_device, list_devices
@@ -174,7 +224,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     log_path = out.with_suffix(".log")
-    result = dict(started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), machine=machine(device),
+    result = dict(commit=args.commit or _git_commit(), started=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), machine=machine(device),
                   devices=[d.label for d in list_devices()], tolerances=TOLERANCES)
     if not device.is_gpu:
         result["dry_run"] = "the device is not a GPU: this checks the script, not a GPU"
@@ -189,12 +239,14 @@ def main(argv=None) -> int:
             save()
 
         cpu = [d for d in list_devices() if not d.is_gpu and d.selector != device.selector]
-        for lanes in (() if args.skip_checks else (1, 8)):
-            record("trajectories", compare_trajectories(device.selector, "reference", lanes))
-            if cpu:
-                record("trajectories", compare_trajectories(device.selector, cpu[0].selector, lanes))
-        for lanes in (() if args.skip_checks else (1, 8)):
-            record("determinism", runs_are_identical(device.selector, lanes))
+        for name in (() if args.skip_checks else VARIANTS):
+            for lanes in variant(name)[5]:
+                record("trajectories", compare_trajectories(device.selector, "reference", name, lanes))
+                if cpu:
+                    record("trajectories", compare_trajectories(device.selector, cpu[0].selector, name, lanes))
+        for name in (() if args.skip_checks else VARIANTS):
+            for lanes in variant(name)[5]:
+                record("determinism", runs_are_identical(device.selector, name, lanes))
         if not args.skip_pytest:
             print(f"{' '.join(args.tests)} on {device.label} ...", flush=True)
             result["core_tests"] = run_core_tests(device.selector, args.tests, log)

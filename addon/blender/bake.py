@@ -155,7 +155,8 @@ def local_channels(objects, world: np.ndarray, parent_world: dict | None = None)
     parent inverse, bone/vertex parent) is taken from its current matrices,
     ``matrix_world @ matrix_basis^-1``, and assumed fixed, unless ``parent_world`` maps an object
     name to (F, 4, 4) world matrices of its parent over the keyed frames (moving parents).
-    Delta transforms are taken out. Work is vectorized over objects of the same rotation mode.
+    Delta transforms are taken out. The scale is not keyed: it stays the object's own, negative axes
+    (mirroring) included. Work is vectorized over objects of the same rotation mode.
     """
     objects = list(objects)
     frames, n = world.shape[:2]
@@ -174,10 +175,23 @@ def local_channels(objects, world: np.ndarray, parent_world: dict | None = None)
         basis[:, idx] = np.linalg.inv(spaces) @ world[:, idx]
     location = basis[..., :3, 3] - np.array([tuple(o.delta_location) for o in objects]).reshape(1, n, 3)
     m3 = basis[..., :3, :3]
-    m3 = m3 / np.linalg.norm(m3, axis=-2, keepdims=True)  # remove the object's own scale (columns)
+    # Blender composes the basis as rotation @ diag(scale * delta_scale), and the keys leave that scale
+    # as it is: each column is divided by its length with the sign of its axis' scale, so a mirrored
+    # object's reflection stays in its negative scale and what remains is the rotation proper.
+    # Unsigned lengths would leave a reflection to key as a rotation (one or three negative axes)
+    # or a half turn too many (two).
+    scale_signs = np.array([np.multiply(tuple(o.scale), tuple(o.delta_scale)) for o in objects]).reshape(n, 3)
+    scale_signs = np.where(scale_signs < 0, -1.0, 1.0)
+    m3 = m3 / (np.linalg.norm(m3, axis=-2, keepdims=True) * scale_signs[None, :, None, :])
     for idx, obj in enumerate(objects):  # Blender composes delta @ rotation: take the delta out
-        quaternion_like = obj.rotation_mode in ("QUATERNION", "AXIS_ANGLE")
-        delta = obj.delta_rotation_quaternion.to_matrix() if quaternion_like else obj.delta_rotation_euler.to_matrix()
+        if obj.rotation_mode == "AXIS_ANGLE":
+            # its delta is DNA's drotAxis/drotAngle (zero angle by default), which the Python API
+            # does not expose; Blender applies neither delta_rotation_quaternion nor _euler to it
+            continue
+        if obj.rotation_mode == "QUATERNION":  # normalised before use, as Blender does
+            delta = obj.delta_rotation_quaternion.normalized().to_matrix()
+        else:
+            delta = obj.delta_rotation_euler.to_matrix()
         delta = _matrix_np(delta)
         if not np.allclose(delta, np.eye(3)):
             m3[:, idx] = delta.T @ m3[:, idx]

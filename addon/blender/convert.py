@@ -3,8 +3,8 @@
 The conversion runs in four stages, each a function returning a small dataclass:
 
     gather_objects(dynamic, static)           -> GatheredObjects   roles applied, world matrices read
-    instancers.instances_as_items(gathered, depsgraph)
-                                              -> GatheredObjects   an instancer's instances become its items
+    instances_as_items(gathered, depsgraph)   -> GatheredObjects   an instancer's instances become its items
+                                                                   (instancers.py reads them)
     body_geometry(gathered.dynamic, depsgraph) -> BodyGeometry      evaluated mesh of each body in its own frame
     voxelize_bodies(geometry, radius, ...)    -> BodyParticles     radius chosen and checked, particles made
     add_bodies(builder, particles)            -> list[BodyLink]    bodies in the model, and how to map them back
@@ -416,6 +416,33 @@ def gather_objects(dynamic_objects, static_objects) -> GatheredObjects:
     return GatheredObjects(items(dynamic), items(static), skipped)
 
 
+# -- stage 1b: an instancer's instances as items --------------------------------------------------
+
+def instances_as_items(gathered, depsgraph):
+    """Each dynamic item that has instances replaced by one item per instance (named
+    ``<instancer>[<n>]``, the instancer's settings, the instance's world matrix and mesh; instancers.py
+    reads them). Returns (GatheredObjects, [instancers.InstancerBodies])."""
+    candidates = [item.obj for item in gathered.dynamic
+                  if item.instance_mesh is None and instancers.may_instance(item.obj)]
+    counts = instancers.count_instances(depsgraph, candidates) if candidates else {}
+    if not counts:
+        return gathered, []
+    found = {b.instancer: b for b in instancers.gather(depsgraph, [o for o in candidates if o.name in counts])}
+    dynamic, skipped = [], list(gathered.skipped)
+    for item in gathered.dynamic:
+        bodies = found.get(item.name)
+        if bodies is None:
+            dynamic.append(item)
+            continue
+        for kind, n in bodies.skipped.items():
+            skipped.append((item.name, f"{n:,} of its instances are of type {kind.title()}, not meshes"))
+        meshes = bodies.meshes
+        for k in range(bodies.count):
+            dynamic.append(SceneItem(f"{item.name}[{k}]", item.obj, item.settings, bodies.matrices[k],
+                                     item.name, meshes[bodies.mesh_index[k]]))
+    return dataclasses.replace(gathered, dynamic=dynamic, skipped=skipped), list(found.values())
+
+
 # -- stage 2: evaluated mesh of each body ---------------------------------------------------------
 
 def body_geometry(items, depsgraph) -> BodyGeometry:
@@ -727,7 +754,7 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
             moved = True
         depsgraph = context.evaluated_depsgraph_get()
         gathered = timed("gather", gather_objects, dynamic_objects, static_objects)
-        gathered, instancer_bodies = timed("instances", instancers.instances_as_items, gathered, depsgraph)
+        gathered, instancer_bodies = timed("instances", instances_as_items, gathered, depsgraph)
         geometry = timed("geometry", body_geometry, gathered.dynamic, depsgraph)
         particles = timed("voxelize", voxelize_bodies, geometry, radius, max_particles, device_memory,
                           contact_geometry)
@@ -759,7 +786,7 @@ def object_particles(obj, depsgraph, radius: float, max_particles: int = MAX_PAR
     """World positions (N, 3) of the particles one object becomes (an instancer: its instances'),
     through the conversion's own stages, as ``convert_scene`` places them up to rounding; None when
     it cannot become a body."""
-    gathered, _ = instancers.instances_as_items(gather_objects([obj], []), depsgraph)
+    gathered, _ = instances_as_items(gather_objects([obj], []), depsgraph)
     geometry = body_geometry(gathered.dynamic, depsgraph)
     if not geometry.bodies:
         return None
@@ -775,7 +802,7 @@ def object_particles(obj, depsgraph, radius: float, max_particles: int = MAX_PAR
 
 def automatic_radius_for(objects, depsgraph) -> float | None:
     """The automatic radius ``convert_scene`` would choose for these objects (None: no usable one)."""
-    gathered, _ = instancers.instances_as_items(gather_objects(objects, []), depsgraph)
+    gathered, _ = instances_as_items(gather_objects(objects, []), depsgraph)
     geometry = body_geometry(gathered.dynamic, depsgraph)
     return automatic_radius([s for s, _ in geometry.counted_shapes()]) if geometry.bodies else None
 

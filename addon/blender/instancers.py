@@ -121,34 +121,6 @@ def gather(depsgraph, instancers) -> list:
     return out
 
 
-def instances_as_items(gathered, depsgraph):
-    """Conversion stage after ``convert.gather_objects``: each dynamic item that has instances is replaced
-    by one item per instance (named ``<instancer>[<n>]``, the instancer's settings, the instance's world
-    matrix and mesh). Returns (GatheredObjects, [InstancerBodies])."""
-    import dataclasses
-
-    from .convert import SceneItem
-
-    candidates = [item.obj for item in gathered.dynamic if item.instance_mesh is None and may_instance(item.obj)]
-    counts = count_instances(depsgraph, candidates) if candidates else {}
-    if not counts:
-        return gathered, []
-    found = {b.instancer: b for b in gather(depsgraph, [o for o in candidates if o.name in counts])}
-    dynamic, skipped = [], list(gathered.skipped)
-    for item in gathered.dynamic:
-        bodies = found.get(item.name)
-        if bodies is None:
-            dynamic.append(item)
-            continue
-        for kind, n in bodies.skipped.items():
-            skipped.append((item.name, f"{n:,} of its instances are of type {kind.title()}, not meshes"))
-        meshes = bodies.meshes
-        for k in range(bodies.count):
-            dynamic.append(SceneItem(f"{item.name}[{k}]", item.obj, item.settings, bodies.matrices[k],
-                                     item.name, meshes[bodies.mesh_index[k]]))
-    return dataclasses.replace(gathered, dynamic=dynamic, skipped=skipped), list(found.values())
-
-
 def may_instance(obj) -> bool:
     """Whether the object may have instances (geometry nodes, particles, collection or vertex instancing):
     only these are looked for among the evaluated instances."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 import bpy
 import numpy as np
@@ -22,12 +22,11 @@ import numpy as np
 from . import bake, instancers
 from ..core.opencl_engine import estimate_device_memory
 from ..core.rotations import pose_matrices
-from ..core.settings import (CONTACT_GEOMETRIES, ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_STATIC,
-                             ConversionSettings, SimulationSettings)
+from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_STATIC, ConversionSettings, FrameSettings,
+                             SimulationSettings)
+from .properties import BAKE_MODE_ITEMS
 
-BAKE_MODES = ("KEYFRAMES", "INSTANCES")
-_SIMULATION = SimulationSettings()
-_CONVERSION = ConversionSettings()
+BAKE_MODES = tuple(identifier for identifier, _label, _description in BAKE_MODE_ITEMS)
 
 
 class BakeError(Exception):
@@ -42,76 +41,65 @@ def manual_stiffness(s) -> bool:
     return not s.is_property_set("stiffness_mode") and s.is_property_set("target_penetration")
 
 
+def _scene_values(scene) -> dict:
+    """The scene's add-on settings (``Scene.prb_settings``) by the names of the core settings' fields
+    they fill (the frames and gravity alone where the add-on has none)."""
+    values = dict(frame_start=scene.frame_start, frame_end=scene.frame_end, gravity=scene_gravity(scene))
+    s = getattr(scene, "prb_settings", None)
+    if s is None:
+        return values
+    if not s.use_scene_frame_range:
+        values.update(frame_start=s.frame_start, frame_end=s.frame_end)
+    values.update(
+        frame_step=s.frame_step,
+        substeps=s.substeps if s.substeps_mode == "MANUAL" else None,
+        radius=s.particle_radius if s.radius_mode == "MANUAL" else None,
+        max_particles=s.max_particles,
+        target_penetration=s.target_penetration if manual_stiffness(s) else None,
+        contact_geometry=s.contact_geometry,
+        sleep_speed=s.sleep_speed if s.use_sleep else 0.0,
+        sleep_time=s.sleep_time,
+        device=s.device if s.device not in ("", "AUTO") else None,
+        bake_mode=s.bake_mode,
+        cache_folder=s.cache_folder,
+    )
+    return values
+
+
 @dataclass
 class BakeOptions:
-    frame_start: int = 1
-    frame_end: int = 250
-    frame_step: int = 1
-    substeps: int | None = None  # per frame; None: automatic
-    radius: float | None = None  # None: automatic
-    target_penetration: float | None = None  # None: the contact geometry's default
-    contact_geometry: str = _SIMULATION.contact_geometry  # how bodies meet (settings.CONTACT_GEOMETRIES)
-    sleep_speed: float = _SIMULATION.sleep_speed  # m/s; 0: bodies never sleep
-    sleep_time: float = _SIMULATION.sleep_time  # s
-    device: str | None = None  # OpenCL device selector; None: automatic
-    max_particles: int = _CONVERSION.max_particles
+    """What a bake runs with: the core's settings, each of which checks its own values, and how the
+    job runs and writes the result."""
+
+    frames: FrameSettings = field(default_factory=FrameSettings)
+    conversion: ConversionSettings = field(default_factory=ConversionSettings)
+    simulation: SimulationSettings = field(default_factory=SimulationSettings)
     backend: str = "opencl"
-    bake_mode: str = "KEYFRAMES"  # or "INSTANCES" (bake_instances.py)
+    bake_mode: str = BAKE_MODES[0]  # or "INSTANCES" (bake_instances.py)
     cache_folder: str | None = None  # instances: where the point cache goes; None: bake_instances' default
+
+    def __post_init__(self):
+        if self.bake_mode not in BAKE_MODES:
+            raise BakeError(f"bake mode must be one of {', '.join(BAKE_MODES)}, got {self.bake_mode!r}")
 
     @classmethod
     def from_scene(cls, scene, **overrides) -> "BakeOptions":
-        s = getattr(scene, "prb_settings", None)
-        if s is None:
-            opts = cls(frame_start=scene.frame_start, frame_end=scene.frame_end)
-        else:
-            use_scene = s.use_scene_frame_range
-            device = s.device if s.device not in ("", "AUTO") else None
-            opts = cls(
-                frame_start=scene.frame_start if use_scene else s.frame_start,
-                frame_end=scene.frame_end if use_scene else s.frame_end,
-                frame_step=s.frame_step,
-                substeps=s.substeps if s.substeps_mode == "MANUAL" else None,
-                radius=s.particle_radius if s.radius_mode == "MANUAL" else None,
-                target_penetration=s.target_penetration if manual_stiffness(s) else None,
-                contact_geometry=s.contact_geometry,
-                sleep_speed=s.sleep_speed if s.use_sleep else 0.0,
-                sleep_time=s.sleep_time,
-                device=device,
-                max_particles=s.max_particles,
-                bake_mode=s.bake_mode,
-                cache_folder=s.cache_folder,
-            )
-        for key, value in overrides.items():
-            if value is not None:
-                setattr(opts, key, value)
-        return opts
+        """The scene's settings with ``overrides`` (those not None) on top, each given by the name of
+        the field it sets (``frame_step``, ``radius``, ``contact_geometry``, ``bake_mode``...). A value
+        the core refuses raises BakeError with the core's message."""
+        values = _scene_values(scene)
+        values.update((name, value) for name, value in overrides.items() if value is not None)
 
-    def validate(self) -> None:
-        if self.frame_end <= self.frame_start:
-            raise BakeError(f"frame range {self.frame_start}-{self.frame_end} is empty: the end must be after the start")
-        if self.frame_step < 1:
-            raise BakeError("frame step must be at least 1")
-        if not self.sleep_speed >= 0:
-            raise BakeError(f"sleep speed must be 0 (never sleep) or more, got {self.sleep_speed}")
-        if not self.sleep_time > 0:
-            raise BakeError(f"sleep time must be more than 0 s, got {self.sleep_time}")
-        if self.contact_geometry not in CONTACT_GEOMETRIES:
-            raise BakeError(f"contact geometry must be one of {', '.join(CONTACT_GEOMETRIES)}, "
-                            f"got {self.contact_geometry!r}")
-        if self.bake_mode not in BAKE_MODES:
-            raise BakeError(f"bake mode must be one of {', '.join(BAKE_MODES)}, got {self.bake_mode!r}")
-        if self.substeps is not None and self.substeps < 1:
-            raise BakeError(f"substeps per frame must be at least 1, got {self.substeps}")
-        if self.radius is not None and not self.radius > 0:
-            raise BakeError(f"particle radius must be more than 0, got {self.radius}")
-        if self.max_particles < 1:
-            raise BakeError(f"the particle limit must be at least 1, got {self.max_particles}")
+        def take(kind):
+            names = {f.name for f in fields(kind)}
+            return kind(**{name: values.pop(name) for name in list(values) if name in names})
 
-    @property
-    def frame_count(self) -> int:
-        """Simulated frames after the first one."""
-        return (self.frame_end - self.frame_start) // self.frame_step
+        try:
+            settings = dict(frames=take(FrameSettings), conversion=take(ConversionSettings),
+                            simulation=take(SimulationSettings))
+        except ValueError as exc:
+            raise BakeError(str(exc)) from exc
+        return cls(**settings, **values)
 
 
 @dataclass
@@ -168,7 +156,7 @@ def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
     """Cheap estimate for the panel: bodies, particles (from bounding boxes), memory in bytes.
 
     An instancer (instancers.py) counts as its instances, each with its mesh's bounding box."""
-    radius = options.radius if options else None
+    radius = options.conversion.radius if options else None
     counts, volumes = [], []
     per_instancer = {}
     if dynamic and any(instancers.may_instance(o) for o in dynamic):
@@ -190,7 +178,7 @@ def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
         radius = max(volumes.min() ** (1.0 / 3.0) / 6.0, 1e-4)
     particles = int((counts * np.maximum(1.0, volumes / (2 * radius) ** 3)).sum())
     bodies = int(counts.sum())
-    memory = int(estimate_device_memory(particles, bodies, options.contact_geometry if options else None))
+    memory = int(estimate_device_memory(particles, bodies, options.simulation.contact_geometry if options else None))
     return dict(bodies=bodies, particles=particles, memory=memory, radius=radius,
                 instancers={name: sum(count for count, _v in entries) for name, entries in per_instancer.items()})
 
@@ -256,7 +244,7 @@ class BakeJob:
     # ---------------------------------------------------------------------------------------------
     @property
     def frames_total(self) -> int:
-        return self.options.frame_count
+        return self.options.frames.frame_count
 
     @property
     def frames_done(self) -> int:
@@ -274,7 +262,6 @@ class BakeJob:
         """Refuse what can be refused before converting or simulating: settings, objects, roles, the
         device and its memory (the panel's estimate). Returns the estimate with the chosen device."""
         opts = self.options
-        opts.validate()
         if not self.dynamic:
             raise BakeError("nothing to simulate: select mesh objects or set their role to Dynamic Body")
         both = sorted({o.name for o in self.dynamic} & {o.name for o in self.static})
@@ -297,7 +284,7 @@ class BakeJob:
         if opts.backend == "opencl":
             from ..core.device import choose_device
 
-            device = choose_device(opts.device)
+            device = choose_device(opts.simulation.device)
         est = estimate(self.context, self.dynamic, opts)
         if device is not None and est["memory"] > device.global_memory:
             raise BakeError(
@@ -309,10 +296,10 @@ class BakeJob:
 
     def start(self) -> None:
         from .convert import ConversionError, convert_scene
-        from ..core import SimulationSettings
         from ..core.simulation import Simulation
 
         opts = self.options
+        frames = opts.frames
         if self.checked is None:
             self.check()
         device = self.checked["device"]
@@ -322,18 +309,18 @@ class BakeJob:
             if opts.bake_mode == "INSTANCES":  # refuses an unwritable cache folder before simulating
                 from .bake_instances import InstanceBake, InstanceBakeError
                 try:
-                    self.instances = InstanceBake(self.scene, opts.cache_folder, opts.frame_start, opts.frame_step)
+                    self.instances = InstanceBake(self.scene, opts.cache_folder, frames.frame_start,
+                                                  frames.frame_step)
                 except InstanceBakeError as exc:
                     raise BakeError(str(exc)) from exc
                 self.instances.show_previous_originals()
-            if self.scene.frame_current != opts.frame_start:
-                self.scene.frame_set(opts.frame_start)
-            gravity = scene_gravity(self.scene)
+            if self.scene.frame_current != frames.frame_start:
+                self.scene.frame_set(frames.frame_start)
             try:
                 self.converted = convert_scene(
-                    self.context, self.dynamic, self.static, radius=opts.radius, max_particles=opts.max_particles,
-                    frame_start=opts.frame_start, frame_end=opts.frame_end, frame_step=opts.frame_step,
-                    gravity=gravity)
+                    self.context, self.dynamic, self.static, radius=opts.conversion.radius,
+                    max_particles=opts.conversion.max_particles, frame_start=frames.frame_start,
+                    frame_end=frames.frame_end, frame_step=frames.frame_step, gravity=opts.simulation.gravity)
             except ConversionError as exc:
                 raise BakeError(str(exc)) from exc
             conv = self.converted
@@ -346,19 +333,18 @@ class BakeJob:
                             for link in links]
             self.links = links
             if device is not None:
-                needed = estimate_device_memory(conv.particle_count, conv.model.body_count, opts.contact_geometry)
+                needed = estimate_device_memory(conv.particle_count, conv.model.body_count,
+                                                opts.simulation.contact_geometry)
                 if needed > device.global_memory:
                     raise BakeError(
                         f"{conv.particle_count:,} particles need about {format_bytes(needed)} of device memory, "
                         f"{device.label} has {format_bytes(device.global_memory)}: use larger particles or "
                         f"fewer objects")
-            settings = SimulationSettings(gravity=gravity, target_penetration=opts.target_penetration,
-                                          contact_geometry=opts.contact_geometry, sleep_speed=opts.sleep_speed,
-                                          sleep_time=opts.sleep_time,
-                                          device=device.selector if device is not None else opts.device)
+            # the device check() chose (and measured the memory of), not the selector it was chosen by
+            settings = opts.simulation if device is None else replace(opts.simulation, device=device.selector)
             try:
-                self.sim = Simulation(conv.model, settings, frame_rate=frame_rate(self.scene) / opts.frame_step,
-                                      substeps_per_frame=opts.substeps, backend=opts.backend)
+                self.sim = Simulation(conv.model, settings, frame_rate=frame_rate(self.scene) / frames.frame_step,
+                                      substeps_per_frame=frames.substeps, backend=opts.backend)
             except ValueError as exc:
                 raise BakeError(str(exc)) from exc
             bodies = conv.model.body_count
@@ -379,8 +365,8 @@ class BakeJob:
             if self.live:
                 self._saved_transforms = {o.name: _transform_values(o) for o in self._objects_shown_live()}
             self._say(f"PRB: {bodies} bodies, {conv.particle_count:,} particles, device {self.device_name}, "
-                      f"{self.sim.substeps_per_frame} substeps per frame, frames {opts.frame_start}-{opts.frame_end}"
-                      + (f" step {opts.frame_step}" if opts.frame_step > 1 else ""))
+                      f"{self.sim.substeps_per_frame} substeps per frame, frames {frames.frame_start}-{frames.frame_end}"
+                      + (f" step {frames.frame_step}" if frames.frame_step > 1 else ""))
         except BaseException:
             self._cleanup()
             raise
@@ -437,7 +423,8 @@ class BakeJob:
             np.array([np.asarray(link.matrix_world, dtype=np.float64) for link in links]))
 
     def key_frames(self) -> np.ndarray:
-        return self.options.frame_start + self.options.frame_step * np.arange(self.frames_total + 1)
+        frames = self.options.frames
+        return frames.frame_start + frames.frame_step * np.arange(self.frames_total + 1)
 
     def _moving_parents(self, world) -> dict:
         """(F, 4, 4) parent world matrices over the keyed frames, for objects whose parent moves."""
@@ -460,7 +447,7 @@ class BakeJob:
                 scene.frame_set(int(frame))
                 for o in sample:
                     mats[o.name][f] = np.array([list(r) for r in o.parent.matrix_world])
-            scene.frame_set(self.options.frame_start)
+            scene.frame_set(self.options.frames.frame_start)
             out.update(mats)
         return out
 
@@ -470,8 +457,8 @@ class BakeJob:
             raise RuntimeError("the simulation has not reached the last frame yet")
         try:
             self._restore_live()
-            if self.scene.frame_current != self.options.frame_start:
-                self.scene.frame_set(self.options.frame_start)
+            if self.scene.frame_current != self.options.frames.frame_start:
+                self.scene.frame_set(self.options.frames.frame_start)
             self.context.view_layer.update()
             t0 = time.perf_counter()
             if self.instances is not None:

@@ -109,7 +109,8 @@ class PRB_OT_simulate_bake(bpy.types.Operator):
     def _status(self, context, text=None) -> None:
         job = self._job
         if text is None and job is not None:
-            frame = job.options.frame_start + job.frames_done * job.options.frame_step
+            frames = job.options.frames
+            frame = frames.frame_start + job.frames_done * frames.frame_step
             text = (f"Particle Rigid Bodies: frame {frame} ({job.frames_done}/{job.frames_total}, "
                     f"{100 * job.progress:.0f}%) on {job.device_name} - Esc to cancel")
         if context.workspace is not None:

@@ -15,7 +15,7 @@ import bpy
 
 from . import bake, bake_instances, instancers, properties
 from ..core.settings import ROLE_IGNORED, ROLE_STATIC
-from .job import BakeOptions, estimate, format_bytes, manual_stiffness, pick_objects
+from .job import BakeError, BakeOptions, estimate, format_bytes, manual_stiffness, pick_objects
 from .preferences import wrap_width
 
 CATEGORY = "Particle Bodies"
@@ -38,9 +38,17 @@ class SceneSummary:
 _summary: dict = {"scene": None, "value": None, "stale": True}
 
 
+def scene_options(scene) -> tuple[BakeOptions | None, str | None]:
+    """(the scene's BakeOptions, None), or (None, why Simulate & Bake would refuse them)."""
+    try:
+        return BakeOptions.from_scene(scene), None
+    except BakeError as exc:
+        return None, str(exc)
+
+
 def compute_summary(context) -> SceneSummary:
     dynamic, static = pick_objects(context)
-    est = estimate(context, dynamic, BakeOptions.from_scene(context.scene))
+    est = estimate(context, dynamic, scene_options(context.scene)[0])
     baked = sum(1 for o in context.scene.objects if bake.has_bake(o))
     return SceneSummary(len(dynamic), est["bodies"], len(static), est["particles"], est["memory"], baked,
                         est["instancers"])
@@ -139,7 +147,7 @@ class PRB_PT_main(bpy.types.Panel):
         row.operator("prb.clear_bake", icon="TRASH")
         row.operator("prb.toggle_preview", icon="HIDE_OFF")
         summary = scene_summary(context)
-        options = BakeOptions.from_scene(scene)
+        options, refused = scene_options(scene)
         box = layout.box()
         col = box.column(align=True)
         row = col.row(align=True)
@@ -150,8 +158,12 @@ class PRB_PT_main(bpy.types.Panel):
                       icon="MOD_PARTICLES")
         row.operator(PRB_OT_refresh_summary.bl_idname, text="", icon="FILE_REFRESH")
         if summary.dynamic:
-            col.label(text=f"Memory ~{format_bytes(summary.memory)}, "
-                           f"frames {options.frame_start}-{options.frame_end}", icon="MEMORY")
+            frames = f", frames {options.frames.frame_start}-{options.frames.frame_end}" if options else ""
+            col.label(text=f"Memory ~{format_bytes(summary.memory)}{frames}", icon="MEMORY")
+        if refused:
+            col.label(text="Settings refused:", icon="ERROR")
+            for line in textwrap.wrap(refused, wrap_width(context), break_long_words=False, break_on_hyphens=False):
+                col.label(text=line)
         problem = properties.opencl_problem()
         if problem:
             col.label(text="No OpenCL device: see the tooltip of Device", icon="ERROR")

@@ -9,9 +9,10 @@ import bpy
 from bpy.props import (BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty,
                        PointerProperty, StringProperty)
 
-from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_IGNORED, ROLE_STATIC, ConversionSettings,
-                             ObjectSettings, SimulationSettings)
-from .job import BakeOptions
+from ..core.contact_geometry import CONTACT_GEOMETRY
+from ..core.settings import (MANUAL_PARTICLE_RADIUS, MANUAL_SUBSTEPS, ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION,
+                             ROLE_IGNORED, ROLE_STATIC, ConversionSettings, FrameSettings, ObjectSettings,
+                             SimulationSettings)
 
 ROLE_ITEMS = (
     (ROLE_FOLLOW_SELECTION, "Follow Selection", "Simulated as a dynamic body when selected at Simulate & Bake time"),
@@ -20,25 +21,34 @@ ROLE_ITEMS = (
     (ROLE_IGNORED, "Ignored", "Never part of the simulation, even when selected"),
 )
 ROLE_LABELS = {identifier: label for identifier, label, _ in ROLE_ITEMS}
-# SimulationSettings.contact_geometry; the figures are issue 22's measurements
-# (docs/experiments/contact-solve.md, E6, E12 and E16)
-CONTACT_GEOMETRY_ITEMS = (
-    ("particles", "Particles (fast)",
-     "Bodies meet particle against particle: the fastest. A face rests on the tops of the other body's "
-     "particles, so a 1 m cube across the joint of two sinks about 4.5 cm and rows of offset cubes nest"),
-    ("sdf", "Flat Faces",
-     "Each body's particles meet the other body's flat surface: a cube across a joint rests within 1 mm and "
-     "offset rows do not nest (stacks, walls, masonry). About 2x the CPU time, 4-7x on a GPU, in dense piles"),
-    ("voxels", "Rigid Voxels",
-     "Solid bodies meet voxel against voxel, box against box, and a velocity solve keeps them from sinking "
-     "into each other: flat faces, sharp edges, still stacks, bounces at the bounciness set, and piles that "
-     "stand like rigid boxes (a 1000-cube pile keeps Newton's shape) instead of flowing. About 10x the time "
-     "of Particles on a CPU, 12-30x on a GPU"),
+# SimulationSettings.contact_geometry
+CONTACT_GEOMETRY_ITEMS = tuple((g.name, g.label, g.tooltip()) for g in CONTACT_GEOMETRY.values())
+# Bake To (job.BAKE_MODES); the first is the default
+BAKE_MODE_ITEMS = (
+    ("KEYFRAMES", "Keyframes", "Key each body's object: editable per object, up to ~10,000 bodies"),
+    ("INSTANCES", "Instances", "One object shows every body from a point cache beside the .blend "
+                               "(plays and renders without the add-on; for 10,000 bodies and more)"),
 )
-_BAKE = BakeOptions()
+_FRAMES = FrameSettings()
 _OBJECT = ObjectSettings()
 _SIMULATION = SimulationSettings()
 _CONVERSION = ConversionSettings()
+
+
+def _automatic_stiffness() -> str:
+    """Stiffness: Automatic's tooltip: each contact geometry's own stiffness target."""
+    targets = {g.target_penetration for g in CONTACT_GEOMETRY.values()}
+    text = (f"The stiffness target {targets.pop():g}" if len(targets) == 1 else
+            "The contact geometry's stiffness target (" + ", ".join(
+                f"{g.label} {g.target_penetration:g}" for g in CONTACT_GEOMETRY.values()) + ")")
+    solving = [g.label for g in CONTACT_GEOMETRY.values() if g.solve_passes]
+    return text + f" ({' and '.join(solving)} add their solve on top)" if solving else text
+
+
+def _mode(core_default) -> str:
+    """A Substeps, Particle Size or Stiffness mode's default: Automatic where the core's is None."""
+    return "AUTO" if core_default is None else "MANUAL"
+
 
 # 4.5+ warns about '//' paths in a path property without this option, which 4.2 does not know
 _BLEND_RELATIVE = ({"PATH_SUPPORTS_BLEND_RELATIVE"}
@@ -105,24 +115,24 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
     use_scene_frame_range: BoolProperty(
         name="Scene Frame Range", default=True,
         description="Simulate the scene's frame range; off: use the range below")
-    frame_start: IntProperty(name="Start", default=_BAKE.frame_start, description="First frame of the bake")
-    frame_end: IntProperty(name="End", default=_BAKE.frame_end, description="Last frame of the bake")
-    frame_step: IntProperty(name="Step", default=_BAKE.frame_step, min=1, soft_max=10,
+    frame_start: IntProperty(name="Start", default=_FRAMES.frame_start, description="First frame of the bake")
+    frame_end: IntProperty(name="End", default=_FRAMES.frame_end, description="Last frame of the bake")
+    frame_step: IntProperty(name="Step", default=_FRAMES.frame_step, min=1, soft_max=10,
                             description="Key every Nth frame (the simulation samples at this step too)")
     substeps_mode: EnumProperty(
-        name="Substeps", default="AUTO",
+        name="Substeps", default=_mode(FrameSettings.substeps),
         items=(("AUTO", "Automatic", "Substeps per frame from the contact stiffness and the lightest body"),
                ("MANUAL", "Manual", "Use the number of substeps per frame given below")))
-    substeps: IntProperty(name="Substeps per Frame", default=100, min=1, soft_max=2000)
+    substeps: IntProperty(name="Substeps per Frame", default=MANUAL_SUBSTEPS, min=1, soft_max=2000)
     radius_mode: EnumProperty(
-        name="Particle Size", default="AUTO",
+        name="Particle Size", default=_mode(ConversionSettings.radius),
         items=(("AUTO", "Automatic", "Choose the particle radius from the size of the bodies"),
                ("MANUAL", "Manual", "Use the particle radius given below")))
-    particle_radius: FloatProperty(name="Particle Radius", default=0.05, min=1e-5, soft_max=1.0,
+    particle_radius: FloatProperty(name="Particle Radius", default=MANUAL_PARTICLE_RADIUS, min=1e-5, soft_max=1.0,
                                    subtype="DISTANCE", unit="LENGTH", precision=4)
     stiffness_mode: EnumProperty(
-        name="Stiffness", default="AUTO",
-        items=(("AUTO", "Automatic", "The stiffness target 0.05 (Rigid Voxels add their solve on top)"),
+        name="Stiffness", default=_mode(SimulationSettings.target_penetration),
+        items=(("AUTO", "Automatic", _automatic_stiffness()),
                ("MANUAL", "Manual", "Use the stiffness target given below")))
     target_penetration: FloatProperty(
         name="Stiffness Target", default=_SIMULATION.target_penetration, min=0.0001, max=1.0, subtype="FACTOR",
@@ -132,9 +142,7 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
     contact_geometry: EnumProperty(
         name="Contacts", default=_SIMULATION.contact_geometry, items=CONTACT_GEOMETRY_ITEMS,
         description="How bodies meet each other (the ground and static colliders are the same either way). "
-                    "Flat Faces: faces rest flat, for stacks and walls, at about 2x the CPU time and 4-7x the GPU "
-                    "time in dense piles. Rigid Voxels: solid bodies pile and stack like rigid boxes, at about 10x "
-                    "the time on a CPU, 12-30x on a GPU")
+                    + ". ".join(f"{g.label}: {g.summary}; {g.cost}" for g in CONTACT_GEOMETRY.values()))
     use_sleep: BoolProperty(
         name="Sleeping", default=_SIMULATION.sleep_speed > 0 and _SIMULATION.sleep_time > 0,
         description="Let bodies that have come to rest stop exactly (Blender's rigid bodies call it deactivation); "
@@ -149,11 +157,7 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
                          description="OpenCL device that runs the simulation")
     max_particles: IntProperty(name="Particle Limit", default=_CONVERSION.max_particles, min=1,
                                description="Refuse to simulate more particles than this")
-    bake_mode: EnumProperty(
-        name="Bake To", default=_BAKE.bake_mode,
-        items=(("KEYFRAMES", "Keyframes", "Key each body's object: editable per object, up to ~10,000 bodies"),
-               ("INSTANCES", "Instances", "One object shows every body from a point cache beside the .blend "
-                                          "(plays and renders without the add-on; for 10,000 bodies and more)")))
+    bake_mode: EnumProperty(name="Bake To", default=BAKE_MODE_ITEMS[0][0], items=BAKE_MODE_ITEMS)
     cache_folder: StringProperty(
         name="Cache Folder", default="//prb_cache/", subtype="DIR_PATH", options=_BLEND_RELATIVE,
         description="Where Bake To Instances writes its point cache ('//' is the folder of the .blend)")

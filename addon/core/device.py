@@ -5,6 +5,8 @@ else "auto" (the first GPU, else a CPU device with a message saying so).
 
 Selectors: "auto", "gpu", "cpu", "P:D" (platform and device index as listed by ``list_devices``),
 or any other text, matched case-insensitively against "platform / device" names.
+A device the kernels cannot run on (below OpenCL C 1.2, or lacking an extension they need) is
+refused: left out of the list and of "auto", with a message saying why when a selector names it.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import atexit
 import glob
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -97,6 +100,17 @@ def _expose_bundled_pocl() -> None:
     os.environ["OCL_ICD_VENDORS"] = str(folder)
 
 
+# The kernels are OpenCL C 1.2, built with -cl-std=CL1.2 on every device (opencl_engine.py): what
+# macOS provides, and what OpenCL 3.0 drivers still compile. A device below it is refused.
+KERNEL_OPENCL_C = (1, 2)
+# Extensions the kernels enable beyond OpenCL C 1.2 core (each `#pragma OPENCL EXTENSION` in kernels/
+# names one of these: tests/core/test_opencl_c.py): a device lacking one is refused. None: Apple's
+# GPUs lack cl_khr_fp64 and cl_khr_int64_base_atomics, so the kernels use float arithmetic and 32-bit
+# atomics only (core since OpenCL 1.1).
+KERNEL_EXTENSIONS: tuple[str, ...] = ()
+CHOOSE_ANOTHER = "update its driver, or choose another device (the Device setting, or --device)"
+
+
 class OpenCLUnavailable(RuntimeError):
     """No usable OpenCL platform or device; the message says what to install."""
 
@@ -109,6 +123,8 @@ class DeviceInfo:
     device_name: str
     is_gpu: bool
     global_memory: int  # bytes
+    opencl_c_version: tuple[int, int]  # (major, minor) the device compiles; (0, 0): unreadable
+    extensions: frozenset[str]
 
     @property
     def selector(self) -> str:
@@ -118,6 +134,31 @@ class DeviceInfo:
     def label(self) -> str:
         kind = "GPU" if self.is_gpu else "CPU"
         return f"{self.device_name.strip()} ({kind}, {self.platform_name.strip()})"
+
+    @property
+    def problem(self) -> str | None:
+        """Why the kernels cannot run on this device (it is refused), or None."""
+        if self.opencl_c_version < KERNEL_OPENCL_C:
+            found = ("an unreadable OpenCL C version" if self.opencl_c_version == (0, 0)
+                     else "OpenCL C %d.%d" % self.opencl_c_version)
+            return (f"{self.label} is left out: it compiles {found}, and the kernels need OpenCL C "
+                    f"{'%d.%d' % KERNEL_OPENCL_C} or later: {CHOOSE_ANOTHER}.")
+        missing = [name for name in KERNEL_EXTENSIONS if name not in self.extensions]
+        if missing:
+            return (f"{self.label} is left out: the kernels need the OpenCL extension {', '.join(missing)}, "
+                    f"which its driver lacks: {CHOOSE_ANOTHER}.")
+        return None
+
+
+def _opencl_c_version(cl, device) -> tuple[int, int]:
+    """The OpenCL C version a pyopencl device compiles (OpenCL 1.0 devices lack the query: their
+    platform version says it)."""
+    try:
+        text = device.opencl_c_version  # "OpenCL C 1.2 <vendor text>"
+    except cl.Error:
+        text = device.version  # "OpenCL 1.0 <vendor text>"
+    found = re.search(r"OpenCL(?: C)? (\d+)\.(\d+)", text or "")
+    return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
 def _nvidia_icd_hint() -> str:
@@ -142,7 +183,8 @@ def _import_pyopencl():
     return pyopencl
 
 
-def list_devices() -> list[DeviceInfo]:
+def _all_devices() -> list[DeviceInfo]:
+    """Every OpenCL device found, those refused (``problem``) included."""
     _expose_bundled_pocl()
     cl = _import_pyopencl()
     try:
@@ -168,6 +210,7 @@ def list_devices() -> list[DeviceInfo]:
             devices.append(DeviceInfo(
                 pi, di, platform.name, device.name,
                 bool(device.type & cl.device_type.GPU), int(device.global_mem_size),
+                _opencl_c_version(cl, device), frozenset(device.extensions.split()),
             ))
     if not devices:
         if pocl_missing:
@@ -176,12 +219,43 @@ def list_devices() -> list[DeviceInfo]:
     return devices
 
 
+def _usable(devices: list[DeviceInfo]) -> list[DeviceInfo]:
+    """The devices the kernels run on; none: the refusals, and what to install."""
+    usable = [d for d in devices if d.problem is None]
+    if not usable:
+        raise OpenCLUnavailable(" ".join(d.problem for d in devices) + f" {INSTALL_HINT}")
+    return usable
+
+
+def list_devices() -> list[DeviceInfo]:
+    """The usable OpenCL devices; each refused one is logged with why."""
+    devices = _all_devices()
+    for d in devices:
+        if d.problem:
+            log.warning(d.problem)
+    return _usable(devices)
+
+
 def choose_device(selector: str | None = None, *, announce: bool = True) -> DeviceInfo:
-    """The device a selector names; ``announce``: warn when "auto" falls back to a CPU."""
-    devices = list_devices()
+    """The device a selector names; ``announce``: warn when "auto" falls back to a CPU or leaves a
+    device out. A selector naming only refused devices raises with the reason."""
+    found = _all_devices()
     selector = (selector or os.environ.get(ENV_VARIABLE) or "auto").strip()
     key = selector.lower()
+    if key not in ("auto", "gpu", "cpu"):
+        matches = ([d for d in found if key == d.selector]
+                   or [d for d in found if key in f"{d.platform_name} / {d.device_name}".lower()])
+        chosen = next((d for d in matches if d.problem is None), matches[0] if matches else None)
+        if chosen is not None and chosen.problem:
+            raise OpenCLUnavailable(chosen.problem)
+        if chosen is not None:
+            return chosen
+    devices = _usable(found)
     if key == "auto":
+        if announce:
+            for d in found:
+                if d.problem:
+                    log.warning(d.problem)
         gpus = [d for d in devices if d.is_gpu]
         if gpus:
             return gpus[0]
@@ -191,16 +265,11 @@ def choose_device(selector: str | None = None, *, announce: bool = True) -> Devi
     if key in ("gpu", "cpu"):
         wanted = [d for d in devices if d.is_gpu == (key == "gpu")]
         if not wanted:
+            refused = "".join(f" {d.problem}" for d in found if d.problem and d.is_gpu == (key == "gpu"))
             raise OpenCLUnavailable(
-                f"No OpenCL {key.upper()} device. Available: {', '.join(d.label for d in devices)}."
-                + (_nvidia_icd_hint() if key == "gpu" else ""))
+                f"No usable OpenCL {key.upper()} device. Available: {', '.join(d.label for d in devices)}."
+                + refused + (_nvidia_icd_hint() if key == "gpu" else ""))
         return wanted[0]
-    for d in devices:
-        if key == d.selector:
-            return d
-    matches = [d for d in devices if key in f"{d.platform_name} / {d.device_name}".lower()]
-    if matches:
-        return matches[0]
     raise OpenCLUnavailable(
         f"No OpenCL device matches {selector!r}. Available: "
         + "; ".join(f"{d.selector} {d.label}" for d in devices))

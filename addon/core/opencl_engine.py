@@ -39,7 +39,8 @@ from .voxel_pairs import (EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGE
                           WHOLE_VOXEL_REACH, exposed_faces, push_out_birth_depth,
                           voxel_pair_reach)
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
-from .device import create_context
+from .contact_geometry import CONTACT_GEOMETRY
+from .device import KERNEL_OPENCL_C, create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
 from .manifold import manifold_defines
@@ -82,6 +83,8 @@ STAGES = (
     Stage("62_pair_solve.cl", ("solve_pair_contacts",)),
 )
 SOLVE_KERNELS = tuple(kernel for stage in STAGES if stage.number >= 60 for kernel in stage.kernels)
+# the same OpenCL C on every device, macOS's included (device.py refuses a device below it)
+OPENCL_C_STANDARD = "-cl-std=CL%d.%d" % KERNEL_OPENCL_C
 SOLVE_FIELDS = 5  # float4s per contact record: keep equal to 00_common.h's SOLVE_FIELDS
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
@@ -118,22 +121,10 @@ BODY_GROUP_SIZE = 64
 # lanes per body in the body kernel: 8 measured best on the H100 for 27-particle cubes (32: slower)
 MAX_BODY_LANES = 8
 # Neighbour lists: the skin, a fraction of the particle diameter, is how far the lists reach beyond
-# contact distance (grid cells are a diameter plus the skin wide); rebuilt once any body moved by
-# 0.45 of it (a little under half, for float rounding). NEIGHBOUR_SLOTS other-body particles per
-# list; a particle with more searches the grid every substep until the next rebuild.
-NEIGHBOUR_SKIN = 0.5
-NEIGHBOUR_SLOTS = 16
-REBUILD_FRACTION = 0.45
-# SDF contacts (body_sdf) share a contact over pairs up to PAIR_REACH (3.2) radii apart, all of
-# which the lists must hold: a skin of a whole diameter, rebuilt after 0.18 of it, keeps every pair
-# within 2 r + 2 r (1 - 2 * 0.18) = 3.28 r listed; such lists hold more particles.
-SDF_NEIGHBOUR_SKIN = 1.0
-SDF_NEIGHBOUR_SLOTS = 32
-SDF_REBUILD_FRACTION = 0.18
-# Voxel contacts (voxel_pairs) meet up to VOXEL_PAIR_REACH (2 sqrt(3)) radii apart: with a skin of a
-# diameter, rebuilt after 0.12 of it, every pair within 2 r + 2 r (1 - 2 * 0.12) = 3.52 r is listed.
-VOXEL_NEIGHBOUR_SKIN = 1.0
-VOXEL_NEIGHBOUR_SLOTS = 32
+# contact distance (grid cells are a diameter plus the skin wide); rebuilt once any body moved by a
+# fraction of it. A list holds a number of other-body particles (slots); a particle with more
+# searches the grid every substep until the next rebuild. Each contact geometry has its own
+# (contact_geometry.ContactGeometry.neighbour_skin, neighbour_slots, rebuild_fraction).
 
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
 # estimate users see before simulating. The grid's two bucket arrays hold up to two buckets per
@@ -153,18 +144,24 @@ SPARE_COLOUR_ROUNDS = 2
 PAIR_LANES_GPU = 32
 
 
+def _may_solve(contact_geometry: str | None) -> bool:
+    """Whether the velocity solve may run with this contact geometry (None: with any of them)."""
+    geometries = CONTACT_GEOMETRY.values() if contact_geometry is None else [CONTACT_GEOMETRY[contact_geometry]]
+    return any(geometry.solve_passes for geometry in geometries)
+
+
 def bytes_per_particle(contact_geometry: str | None = None) -> int:
-    """Device bytes per particle with this contact geometry (settings.CONTACT_GEOMETRIES); None: the largest."""
-    slots = {"particles": NEIGHBOUR_SLOTS, "sdf": SDF_NEIGHBOUR_SLOTS, "voxels": VOXEL_NEIGHBOUR_SLOTS}.get(
-        contact_geometry, max(NEIGHBOUR_SLOTS, SDF_NEIGHBOUR_SLOTS, VOXEL_NEIGHBOUR_SLOTS))
+    """Device bytes per particle with this contact geometry (contact_geometry.CONTACT_GEOMETRY); None: the largest."""
+    geometries = CONTACT_GEOMETRY.values() if contact_geometry is None else [CONTACT_GEOMETRY[contact_geometry]]
+    slots = max(geometry.neighbour_slots for geometry in geometries)
     return _BYTES_PER_PARTICLE_BUT_LISTS + 1 + 4 * (slots + 1) + solve_bytes_per_particle(contact_geometry)
 
 
 def solve_bytes_per_particle(contact_geometry: str | None = None) -> int:
     """Device bytes per particle of the velocity solve (its records, the impact speeds' and impulses'
     histories, the passes' impulses, the record count, the coloured form's lists of each pair's
-    records): voxel contacts may solve (None: the largest)."""
-    solves = contact_geometry in ("voxels", None)
+    records) where the geometry may solve (None: the largest)."""
+    solves = _may_solve(contact_geometry)
     histories = 2 * (4 + 16) * FRICTION_SLOTS  # double-buffered, per friction slot
     pair_records = 4 * FRICTION_SLOTS
     return (SOLVE_FIELDS * 16 * FRICTION_SLOTS + histories + 2 * 16 + 1 + pair_records) if solves else 0
@@ -177,9 +174,9 @@ def estimate_device_memory(particle_count: int, body_count: int, contact_geometr
 
 
 def solve_bytes_per_body(contact_geometry: str | None = None) -> int:
-    """Device bytes per body of the coloured velocity solve's pair lists (voxel contacts may solve;
-    None: the largest), at INITIAL_MAX_PAIRS slots."""
-    return PAIR_BYTES_PER_BODY if contact_geometry in ("voxels", None) else 0
+    """Device bytes per body of the coloured velocity solve's pair lists where the geometry may solve
+    (None: the largest), at INITIAL_MAX_PAIRS slots."""
+    return PAIR_BYTES_PER_BODY if _may_solve(contact_geometry) else 0
 
 
 def choose_grid_bits(particle_count: int, lower: np.ndarray, upper: np.ndarray, cell: float) -> tuple[int, int, int]:
@@ -231,7 +228,7 @@ class OpenCLEngine(StateMixin):
                  neighbour_skin: float | None = None, neighbour_slots: int | None = None):
         """neighbour_skin (fraction of the particle diameter) and neighbour_slots tune the neighbour
         lists; results do not depend on them beyond float rounding (tests and benchmarks vary them).
-        None: NEIGHBOUR_SKIN and NEIGHBOUR_SLOTS, or the SDF_ ones with SDF contacts."""
+        None: the contact geometry's (contact_geometry.ContactGeometry)."""
         import pyopencl as cl
 
         self.cl = cl
@@ -254,16 +251,15 @@ class OpenCLEngine(StateMixin):
         self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
         override = os.environ.get("PRB_PAIR_LANES")  # tests run the GPU path on a CPU with it
         self.pair_lanes = int(override) if override else (PAIR_LANES_GPU if self.device_info.is_gpu else 1)
-        geometry = self.settings.contact_geometry
+        geometry = CONTACT_GEOMETRY[self.settings.contact_geometry]
         if neighbour_skin is None:
-            neighbour_skin = {"sdf": SDF_NEIGHBOUR_SKIN, "voxels": VOXEL_NEIGHBOUR_SKIN}.get(geometry, NEIGHBOUR_SKIN)
+            neighbour_skin = geometry.neighbour_skin
         if neighbour_slots is None:
-            neighbour_slots = {"sdf": SDF_NEIGHBOUR_SLOTS, "voxels": VOXEL_NEIGHBOUR_SLOTS}.get(geometry,
-                                                                                              NEIGHBOUR_SLOTS)
+            neighbour_slots = geometry.neighbour_slots
         if not (neighbour_skin > 0 and math.isfinite(neighbour_skin)) or neighbour_slots < 1:
             raise ValueError(f"neighbour skin must be > 0 and slots >= 1, got {neighbour_skin}, {neighbour_slots}")
-        self.rebuild_fraction = SDF_REBUILD_FRACTION if self.sdf_contacts else REBUILD_FRACTION
-        if self.voxel_contacts:
+        self.rebuild_fraction = geometry.rebuild_fraction
+        if self.rebuild_fraction is None:  # Rigid Voxels: from their pair reach and this skin
             # every pair within VOXEL_PAIR_REACH listed: d (1 + skin (1 - 2 fraction)) >= reach, with 10 % to spare
             reach = voxel_pair_reach(self.settings.speculative_margin)
             self.rebuild_fraction = 0.45 * (1.0 - (reach / 2.0 - 1.0) / neighbour_skin)
@@ -299,8 +295,9 @@ class OpenCLEngine(StateMixin):
                    f"-DWARM_START_FRACTION={WARM_START_FRACTION[self.settings.solve_form]!r}f",
                    f"-DPAIR_LANES={self.pair_lanes}", f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
                    f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", *manifold_defines(self.settings, model.particle_radius),
-                   "-cl-denorms-are-zero"]
+                   "-cl-denorms-are-zero", OPENCL_C_STANDARD]
         source = program_source()
+        self.build_options = tuple(options)
         self.program = cl.Program(self.context, source).build(options=options)
         # every kernel's parameter names, from its signature; one instance of each kernel per parity
         # of the substep, so that the double buffers' arguments never change between substeps
@@ -529,7 +526,7 @@ class OpenCLEngine(StateMixin):
             sleep=np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration,
                             0.0 if self.colliders.moving else 1.0], dtype=np.float32),
             neighbour_reach2=np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2),
-            # REBUILD_FRACTION: a little under half, for rounding
+            # the geometry's rebuild fraction of the skin: under half, both bodies of a pair may move that far
             rebuild_distance=np.float32(self.rebuild_fraction * diameter * self.neighbour_skin),
             solve_constants=np.array([self.settings.solve_slop * pr.radius, self.settings.solve_push_speed,
                                       *solve_softness(pr.substep, self.settings.solve_hertz_fraction)],

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .contact_geometry import CONTACT_GEOMETRIES, CONTACT_GEOMETRY
 from .model import Material, Model
 from .manifold import MAX_MANIFOLD_POINTS
 
@@ -34,68 +35,34 @@ ROLLING_REGULARIZATION = 0.05
 ROTATION_SWEEPS = 4
 # Largest number of friction contacts one particle remembers between substeps.
 FRICTION_SLOTS = 8
-# Cap on the dashpot of one contact: DAMPING_LIMIT times the mass per contact of its bodies over
-# the substep, c <= DAMPING_LIMIT * m_share / dt, where m_share is the harmonic sum of each body's
-# mass divided by its contacts in the previous substep (never more than the flat-face share the
-# restitution is tuned for). A body's dashpots then damp each of its velocities by at most this
-# fraction per substep, below the explicit scheme's limit of 2 (where the damped velocity flips
-# sign every substep and grows). Without it a cube nested into another's face (20-odd contacts
-# instead of 9) at restitution 0 rang at the substep rate forever, and so did stacks of such
-# cubes at 0.2. 0.9 leaves a single face at restitution 0 (0.84) untouched.
+# Cap on a contact's dashpot, c <= DAMPING_LIMIT * m_share / dt (m_share: the harmonic sum of each
+# body's mass over its contacts of the previous substep): each substep damps a body's velocity by at
+# most this fraction, under the explicit scheme's limit of 2 (docs/experiments/damping-cap.md).
 DAMPING_LIMIT = 0.9
-CONTACT_GEOMETRIES = ("particles", "sdf", "voxels")
-# The stiffness target each contact geometry defaults to. Rigid Voxels solve their contacts
-# (solve_passes, below) and take 0.05 with the solve's stiffness on top. Without the solve, voxel
-# contacts stand a pile like Newton's and Bullet's boxes only with springs 16x stiffer (4x the
-# substeps): at 0.05 the 1000-cube pile holds for 5 s and then avalanches, at 0.0125 its deepest
-# corner sinks 1.4 cm, at 0.05 / 16 it meets the pile figures (docs/experiments/contact-solve.md,
-# E12). Particle contacts gain nothing from it: their piles flow at any stiffness (E4, E10).
-DEFAULT_TARGET_PENETRATION = {"particles": 0.05, "sdf": 0.05, "voxels": 0.05}
-SPRING_VOXELS_TARGET_PENETRATION = 0.05 / 16
-# The velocity solve over Rigid Voxels' contacts (solve_passes; kernels 60-62), on by default in its
-# coloured form (E15, E16): against the springs alone (SPRING_VOXELS) it rebounds a cube dropped on
-# a cube at its restitution (springs: 0.91-1.15 of e), holds the 10k pile's corners to 1-1.5 cm
-# (springs 2.2), settles the 1000-cube pile sooner (86 % at rest at 5 s over six runs against 74 %),
-# pushes bodies started inside each other out at a bounded speed, and costs 0.8x the springs' time
-# on a 2-core CPU and 1.1-3x on an H100 (the springs need 4x the substeps). Once the 100k block
-# avalanches its corners still sink 2-7.5 cm (E16). Particles and Flat Faces have no solve.
-SOLVE_PASSES_BY_GEOMETRY = {"particles": 0, "sdf": 0, "voxels": 16}
-# Rigid Voxels with springs only (E12): no solve, 16x stiffer springs
+# Rigid Voxels' forms. Their default, the velocity solve (solve_passes; kernels 60-62), beats the
+# springs alone on rebound, rest and pile corners (docs/experiments/contact-solve.md, E16).
+# Springs only (E12): no solve, 16x stiffer springs (ContactGeometry.springs_only_target_penetration)
 SPRING_VOXELS = {"contact_geometry": "voxels", "solve_passes": 0}
-# The Jacobi form of the solve (E13): the 1000-cube pile 89 % at rest at 5 s and corners within 1 cm
-# up to 100k cubes at the springs' cost; but a cube offset on another still moves at 1-3 mm/s after
-# 3 s (a slow cycle of the partial warm start; without it: 0.15 mm/s) and a column rings (E14).
-# Jacobi passes per substep: a pass carries a load one body further down a stack, and 4 or 8 left
-# the 10k and 100k piles' loads on the springs (corners 12-32 cm deep); 16 hold them.
+# The Jacobi form of the solve (E13): the springs' cost, but an offset cube keeps rocking (E14);
+# 16 passes, since a pass carries a load only one body further down a stack
 JACOBI_VOXELS = {"contact_geometry": "voxels", "solve_passes": 16, "solve_form": "jacobi", "relax_passes": 1}
-# Rigid Voxels' default, spelled out: the coloured solve (E15) with 4 relax passes: the rigid relax
-# passes carry an impact's rebound down a chain (a cube dropped on a resting one: 0.95 of e with 1,
-# 0.98-0.99 with 4) at the price of a cube offset on another settling less still (soft at 0.25:
-# 0.2 mm/s with 4, 0.003 with 1; at 0.15, the default, 0.04 with 4)
+# Rigid Voxels' default, spelled out (E15): 4 relax passes carry an impact's rebound down a chain of
+# bodies, at the price of an offset cube settling a little less still
 COLOURED_VOXELS = {"contact_geometry": "voxels", "solve_passes": 16, "solve_form": "coloured", "relax_passes": 4}
 DEFAULT_RELAX_PASSES = {"jacobi": 1, "coloured": 4}
 # How the solve's passes visit the contacts (solve_form): "jacobi", every contact from the bodies'
 # velocities at the pass's start, each body's mass split over all its contacts (E13); "coloured",
-# the body pairs coloured so that no two pairs of a colour share a body, the colours one after
-# another (Gauss-Seidel across pairs), a pair's contacts together from its two bodies' velocities
-# with the masses split over that pair's contacts only (Jacobi within a pair; E14, E15).
+# the body pairs coloured so that no two of a colour share a body, colour after colour (Gauss-Seidel
+# across pairs, Jacobi within one; E14, E15).
 SOLVE_FORMS = ("jacobi", "coloured")
-# The share of a contact's last impulses the next substep starts from (warm start). Jacobi: all of
-# them lift the 40-cube column (each pass lowers an impulse that is too large only by a fraction,
-# so every substep ends above the need), 0.9 lets it drift 18 cm, 0.7 holds it and still carries
-# the 10k and 100k piles' loads, 0.6 lets the 10k pile's corners sink 2 cm on the way (E13), but
-# 0.7 leaves a cube offset on another rocking at 1-3 mm/s (E14). Coloured: all of them, as Box2D
-# (a pass converges far enough that the soft step's leak settles the excess; E14).
+# The share of a contact's last impulses the next substep starts from (warm start): the Jacobi form
+# overshoots with all of them (a column drifts) and 0.7 still carries the large piles' loads (E13);
+# the coloured form takes all of them, as Box2D (E14).
 WARM_START_FRACTION = {"jacobi": 0.7, "coloured": 1.0}
-# Per form, how deep a contact may go before it stops closing (fraction of the particle radius)
-# and the soft step's frequency (a fraction of the substep rate; 0: rigid). Jacobi: rigid, and
-# at a slop of 0.003 the 40-cube column drifts 12 cm sideways, at 0.0035 0.07 um (E13). Coloured:
-# contacts deeper than the slop are soft (Box2D's soft step), which settles a face's redundant
-# contacts. Over six runs of the 1000-cube pile each (E16), at rest at 5 s: 0.25 of the substep
-# rate 80 %, 0.2 82 %, 0.15 86 % (0.1: 83 % over three; 0.5 74 % in E14), the small scenes all
-# held (five rows of cubes 0.54 cm low in all with the slop of 0.001, a 40-cube column 0.26 %);
-# softer lets the 100k pile avalanche sooner, its corners sinking 2-7.5 cm as it does (0.25: 3.5 cm
-# at 8 s).
+# Per form, how deep a contact may go before it stops closing (fraction of the particle radius) and
+# the soft step's frequency (fraction of the substep rate; 0: rigid). Jacobi: rigid, at the smallest
+# slop that keeps a column from drifting (E13). Coloured: soft beyond the slop (Box2D's soft step),
+# which settles a face's redundant contacts; 0.15 rests the 1000-cube pile best over six runs (E16).
 DEFAULT_SOLVE_SLOP = {"jacobi": 0.0035, "coloured": 0.001}
 DEFAULT_SOLVE_HERTZ_FRACTION = {"jacobi": 0.0, "coloured": 0.15}
 # A soft contact is a damped spring of this damping ratio (Box2D's contact damping ratio)
@@ -115,8 +82,8 @@ def solve_softness(substep: float, hertz_fraction: float) -> tuple[float, float]
 
 
 # A contact closing faster than this (m/s; Box2D's restitution threshold) is an impact: the solve
-# makes it part at its restitution times the fastest it closed since it last parted (the springs,
-# at the particles' stiffness, let an impact corner sink 2.7 cm); slower ones stop.
+# makes it part at its restitution times the fastest it closed since it last parted; slower ones
+# stop (contact-solve.md, E13).
 IMPACT_SPEED = 1.0
 # Speculative contacts without springs (SimulationSettings.speculative_margin), in particle radii
 SPECULATIVE_MARGIN = 0.25
@@ -129,8 +96,7 @@ MANIFOLD_FRICTIONS = ("points", "centre")
 class SimulationSettings:
     gravity: tuple = (0.0, 0.0, -9.81)
     # fraction of particle radius under the design load; None: the contact geometry's default
-    # (DEFAULT_TARGET_PENETRATION; Rigid Voxels without the solve SPRING_VOXELS_TARGET_PENETRATION),
-    # filled in on construction
+    # (ContactGeometry.default_target_penetration), filled in on construction
     target_penetration: float | None = None
     load_height: float | None = None  # metres of material resting on a contact; None: 10 x tallest body
     stiffness: float | None = None  # N/m per particle contact; overrides the target when set
@@ -142,18 +108,12 @@ class SimulationSettings:
     sleep_speed: float = 0.02  # m/s
     sleep_time: float = 0.5  # s
     device: str | None = None  # OpenCL device selector, see core.device
-    # How two bodies meet: "particles", sphere against sphere along the line of their centres;
-    # "sdf", each particle against the other body's signed-distance field (core.body_sdf), so flat
-    # faces meet flat instead of settling into the hollows between the particles below. "sdf" costs
-    # about 2x the CPU time and 4-7x the GPU time in dense piles, and its 1000-cube pile ends
-    # further from Newton's (docs/experiments/contact-solve.md, E6): an opt-in for flat faces.
-    # "voxels", two bodies' whole voxels meet box against box (core.voxel_pairs), their contacts
-    # solved at the velocity level: flat faces and sharp edges between bodies, piles that stand like
-    # Newton's and Bullet's boxes (E11-E16).
+    # How two bodies meet: a name in contact_geometry.CONTACT_GEOMETRY, where each says what it does
+    # and costs
     contact_geometry: str = "particles"
     # Rigid Voxels only: passes of the velocity solve over the contacts after each substep
     # (kernels/60_solve.cl and 62_pair_solve.cl; 0: none, springs only; None:
-    # SOLVE_PASSES_BY_GEOMETRY) and of its relax step (without the push-out, on the velocities only;
+    # ContactGeometry.solve_passes) and of its relax step (without the push-out, on the velocities only;
     # None: DEFAULT_RELAX_PASSES); how the passes visit the contacts (SOLVE_FORMS); how deep
     # a contact may go before it stops closing (fraction of the particle radius: each layer of a
     # stack sits this deep, so five rows of cubes sink 15 of it; None: DEFAULT_SOLVE_SLOP), how
@@ -197,8 +157,9 @@ class SimulationSettings:
                              f"got {self.contact_geometry!r}")
         if self.solve_form not in SOLVE_FORMS:
             raise ValueError(f"solve form must be one of {', '.join(SOLVE_FORMS)}, got {self.solve_form!r}")
+        geometry = CONTACT_GEOMETRY[self.contact_geometry]
         if self.solve_passes is None:
-            self.solve_passes = SOLVE_PASSES_BY_GEOMETRY[self.contact_geometry]
+            self.solve_passes = geometry.solve_passes
         if self.relax_passes is None:
             self.relax_passes = DEFAULT_RELAX_PASSES[self.solve_form]
         for name in ("solve_passes", "relax_passes"):
@@ -207,8 +168,10 @@ class SimulationSettings:
                 raise ValueError(f"{name.replace('_', ' ')} must be a whole number from 0 to {MAX_SOLVE_PASSES}, "
                                  f"got {value!r}")
             setattr(self, name, int(value))
-        if self.solve_passes and self.contact_geometry != "voxels":
-            raise ValueError(f"the velocity solve needs Rigid Voxels contacts (contact geometry 'voxels'), "
+        if self.solve_passes and not geometry.solve_passes:
+            solving = " or ".join(f"{g.label} contacts (contact geometry {g.name!r})"
+                                  for g in CONTACT_GEOMETRY.values() if g.solve_passes)
+            raise ValueError(f"the velocity solve needs {solving}, "
                              f"got {self.contact_geometry!r} with {self.solve_passes} solve passes")
         if not self.contact_springs and not self.solve_passes:
             raise ValueError("contacts without springs need the velocity solve (Rigid Voxels with solve passes)")
@@ -238,9 +201,7 @@ class SimulationSettings:
         if not (0.0 <= self.speculative_margin <= 1.0):
             raise ValueError(f"speculative margin must be in [0, 1] particle radii, got {self.speculative_margin}")
         if self.target_penetration is None:
-            springs_only = self.contact_geometry == "voxels" and not self.solve_passes
-            self.target_penetration = (SPRING_VOXELS_TARGET_PENETRATION if springs_only
-                                       else DEFAULT_TARGET_PENETRATION[self.contact_geometry])
+            self.target_penetration = geometry.default_target_penetration(self.solve_passes)
         if self.solve_slop is None:
             self.solve_slop = DEFAULT_SOLVE_SLOP[self.solve_form]
         if self.solve_hertz_fraction is None:
@@ -256,13 +217,13 @@ class SimulationSettings:
         for name in ("load_height", "stiffness", "substep"):
             value = getattr(self, name)
             if value is not None and not (value > 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be positive, got {value}")
+                raise ValueError(f"{name.replace('_', ' ')} must be positive, got {value}")
         if self.terminal_speed < 0:
             raise ValueError("terminal speed must be >= 0")
         for name in ("sleep_speed", "sleep_time"):
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
-                raise ValueError(f"{name} must be >= 0, got {value}")
+                raise ValueError(f"{name.replace('_', ' ')} must be 0 or more, got {value}")
 
 
 # What an object is in a scene (the Blender layer's ``Object.prb.role``); the core itself sees only
@@ -300,6 +261,41 @@ class ConversionSettings:
 
     radius: float | None = None  # particle radius; None: automatic from the smallest body
     max_particles: int = 20_000_000  # refuse a scene that needs more
+
+    def __post_init__(self):
+        if self.radius is not None and not (self.radius > 0 and math.isfinite(self.radius)):
+            raise ValueError(f"particle radius must be more than 0, got {self.radius}")
+        if not self.max_particles >= 1:
+            raise ValueError(f"the particle limit must be at least 1, got {self.max_particles}")
+
+
+@dataclass(frozen=True)
+class FrameSettings:
+    """Which frames a bake simulates and keys, and the substeps of each."""
+
+    frame_start: int = 1
+    frame_end: int = 250
+    frame_step: int = 1  # key every Nth frame (the simulation samples at this step too)
+    substeps: int | None = None  # per frame; None: automatic (simulation.substeps_for_frame)
+
+    def __post_init__(self):
+        if self.frame_end <= self.frame_start:
+            raise ValueError(f"frame range {self.frame_start}-{self.frame_end} is empty: the end must be after "
+                             f"the start")
+        if self.frame_step < 1:
+            raise ValueError("frame step must be at least 1")
+        if self.substeps is not None and self.substeps < 1:
+            raise ValueError(f"substeps per frame must be at least 1, got {self.substeps}")
+
+    @property
+    def frame_count(self) -> int:
+        """Simulated frames after the first one."""
+        return (self.frame_end - self.frame_start) // self.frame_step
+
+
+# Where a manual particle radius and substep count start (automatic, None, is the default of both)
+MANUAL_PARTICLE_RADIUS = 0.05
+MANUAL_SUBSTEPS = 100
 
 
 @dataclass

@@ -277,6 +277,76 @@ def test_euler_conversion_matches_mathutils():
             assert min(diff, 2 * math.pi - diff) < 1e-5  # q and -q are the same rotation
 
 
+def assert_channels_reproduce_moves(objects, frames: int = 5, seed: int = 7):
+    """Turn and move the objects' world matrices at random, key them through local_channels and set
+    those channels on the objects: Blender's matrix_world must be the moved matrix on every frame."""
+    bpy.context.view_layer.update()
+    start = np.array([np.array(o.matrix_world) for o in objects])
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(frames, len(objects), 4))
+    rigid = np.zeros((frames, len(objects), 4, 4))
+    rigid[..., :3, :3] = quaternion_to_matrix(q / np.linalg.norm(q, axis=-1, keepdims=True))
+    rigid[..., :3, 3] = rng.normal(size=(frames, len(objects), 3))
+    rigid[..., 3, 3] = 1.0
+    world = rigid @ start[None]
+    channels = bake.local_channels(objects, world)
+    for f in range(frames):
+        for obj, ch in zip(objects, channels):
+            obj.location = ch.location[f]
+            setattr(obj, ch.rotation_path, ch.rotation[f])
+        bpy.context.view_layer.update()
+        for b, obj in enumerate(objects):
+            np.testing.assert_allclose(np.array(obj.matrix_world), world[f, b], atol=1e-5, err_msg=f"{obj.name}, {f}")
+    return start
+
+
+ROTATION_MODES = ["XYZ", "ZYX", "QUATERNION", "AXIS_ANGLE"]
+
+
+def _with_deltas(obj):
+    obj.delta_location = (0.1, -0.2, 0.3)
+    obj.delta_rotation_euler = (0.1, 0.0, 0.2)
+    obj.delta_rotation_quaternion = (1.8, 0.2, 0.0, 0.6)  # not normalised: Blender normalises it before use
+    return obj
+
+
+@pytest.mark.parametrize("rotation_mode", ROTATION_MODES)
+def test_local_channels_take_out_the_delta_rotation_blender_applies(registered, rotation_mode):
+    """Blender puts the delta quaternion, normalised, before a quaternion rotation and the delta euler
+    before an euler one; an axis-angle rotation has a delta of its own that Python cannot set (DNA's
+    drotAxis/drotAngle), so neither of the others applies to it."""
+    fresh_scene(1, 2)
+    objects = [_with_deltas(add_cube(f"Cube{k}", (k, 0.0, 1.0), rotation=(0.4, 0.1 * k, -0.6),
+                                     rotation_mode=rotation_mode)) for k in range(3)]
+    assert_channels_reproduce_moves(objects)
+
+
+@pytest.mark.parametrize("rotation_mode", ROTATION_MODES)
+def test_local_channels_of_mirrored_objects_reproduce_their_world_matrices(registered, rotation_mode):
+    """Keys hold location and rotation; the scale stays the object's own. With one, two or three negative
+    axes (in scale or delta scale, of the object or of its parent) the channels local_channels makes
+    from turned and moved world matrices give those matrices back in Blender."""
+    fresh_scene(1, 2)
+    bpy.ops.object.empty_add(location=(1.0, -2.0, 0.5), rotation=(0.3, -0.2, 0.9))
+    parent = bpy.context.object
+    parent.scale = (1.3, -1.3, 1.3)
+    cases = {"plain": ((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)), "z": ((1.0, 1.0, -1.0), (1.0, 1.0, 1.0)),
+             "xy": ((-0.7, -1.2, 0.9), (1.0, 1.0, 1.0)), "xyz": ((-0.8, -1.1, -1.0), (1.0, 1.0, 1.0)),
+             "delta x": ((0.9, 1.1, 1.0), (-1.0, 1.0, 1.2)), "y and delta y": ((1.0, -1.5, 1.0), (1.0, -1.0, 1.0))}
+    objects = []
+    for k, (name, (scale, delta_scale)) in enumerate(cases.items()):
+        for parented in (False, True):
+            obj = _with_deltas(add_cube(f"{name}{' child' if parented else ''}", (k, 0.0, 1.0),
+                                        rotation=(0.4, 0.1 * k, -0.6), rotation_mode=rotation_mode))
+            obj.scale, obj.delta_scale = scale, delta_scale
+            if parented:
+                obj.parent = parent
+            objects.append(obj)
+    start = assert_channels_reproduce_moves(objects)
+    det = np.linalg.det(start[:, :3, :3])
+    assert (det < 0).sum() == 6 and (det > 0).sum() == 6  # mirrored in the world, and not
+
+
 class _Event:
     def __init__(self, type_, value="NOTHING"):
         self.type, self.value = type_, value

@@ -20,6 +20,7 @@ from addon.core import point_cache  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FRAMES = (1, 10)
+BODY_COUNT = 11  # the dynamic objects of build_scene
 
 # Run in a fresh interpreter that never imports the add-on: opens a baked file, plays it frame by frame
 # (and at half frames, as motion blur samples them) and prints the instances' world matrices as JSON.
@@ -43,8 +44,10 @@ PLAYBACK = textwrap.dedent("""
 
 
 def build_scene(path: Path):
-    """Cubes in several rotation modes (one scaled, one mirrored, one parented to a scaled empty), two
-    linked duplicates of one mesh, a cone, a static ground; saved at ``path``."""
+    """Cubes in several rotation modes (one scaled, one parented to a scaled empty), mirrored ones (two
+    linked duplicates of one mesh mirrored along z, one mirrored along all three axes, one along two, a
+    mirrored child of the scaled empty, a child of a mirrored empty), a cone, a static ground; saved at
+    ``path``. ``BODY_COUNT`` dynamic objects."""
     scene = fresh_scene(*FRAMES)
     add_cube("Euler", (0.0, 0.0, 1.0), rotation=(0.3, 0.2, 0.1)).prb.initial_angular_velocity = (0.0, 3.0, 1.0)
     q = add_cube("Quat", (1.5, 0.0, 1.2), rotation=(0.0, 0.5, 0.2), rotation_mode="QUATERNION")
@@ -65,6 +68,25 @@ def build_scene(path: Path):
     world = child.matrix_world.copy()
     child.parent = parent
     child.matrix_world = world
+    inverted = add_cube("Inverted", (0.0, 4.0, 1.2), rotation=(0.4, -0.3, 0.9), rotation_mode="QUATERNION")
+    inverted.scale = (-0.8, -1.2, -1.0)
+    inverted.prb.initial_angular_velocity = (2.0, -4.0, 1.0)
+    flipped = add_cube("Flipped", (1.5, 4.0, 1.1), rotation=(-0.2, 0.6, 0.1), rotation_mode="AXIS_ANGLE")
+    flipped.scale = (-1.0, -1.3, 1.0)  # a rotation by half a turn, kept in the scale as the user set it
+    mirrored_child = add_cube("MirroredChild", (5.0, 3.0, 1.5), rotation=(0.5, 0.1, -0.3))
+    world = mirrored_child.matrix_world.copy()
+    mirrored_child.parent = parent
+    mirrored_child.matrix_world = world
+    mirrored_child.scale = (0.7, -0.6, 0.7)  # in its parent's space: mirrored along its own y
+    bpy.ops.object.empty_add(location=(3.0, 5.0, 0.5), rotation=(0.2, 0.0, -0.4))
+    mirror_parent = bpy.context.object
+    mirror_parent.name = "MirrorParent"
+    mirror_parent.scale = (-1.2, 1.2, 1.2)
+    bpy.context.view_layer.update()  # matrix_world follows the scale
+    plain_child = add_cube("ChildOfMirror", (3.0, 4.0, 1.4), rotation=(0.3, 0.2, 0.1), rotation_mode="YXZ")
+    world = plain_child.matrix_world.copy()
+    plain_child.parent = mirror_parent
+    plain_child.matrix_world = world  # not mirrored in the world: its scale undoes its parent's mirroring
     bpy.ops.mesh.primitive_cone_add(radius1=0.3, depth=0.6, location=(3.0, 2.0, 1.0))
     cone = bpy.context.object
     cone.name = "Cone"
@@ -111,19 +133,32 @@ def blend(tmp_path):
     return tmp_path / "pile.blend"
 
 
-def test_instances_equal_keys_on_every_frame_without_the_addon(registered, blend):
+def test_keys_instances_and_simulation_agree_on_every_frame_without_the_addon(registered, blend):
+    """Every body on every frame, mirrored ones too: the keyframe bake's world matrices are the simulated
+    poses, and the instance bake (played in a Blender without the add-on) shows the same matrices on
+    whole frames and halfway between the keys at half frames."""
     scene = build_scene(blend)
     start = {o.name: np.array(o.matrix_world) for o in scene.objects}
     keyed_job, _ = run_job()
     keys = keyframe_matrices(keyed_job)
+    simulated = keyed_job.world_matrices()  # (frames, bodies, 4, 4): the poses the engine gave
     bodies = [o.name for o in keyed_job.objects]
     data_names = [o.data.name for o in keyed_job.objects]
+    # the mirrorings taking part: in the world along one axis (Mirrored, Twin, MirroredChild) or three
+    # (Inverted); a negative scale on two axes (Flipped) or three (ChildOfMirror, under a mirrored parent)
+    # that is no mirroring in the world
+    mirrored = sorted(name for name in bodies if np.linalg.det(start[name][:3, :3]) < 0)
+    assert mirrored == ["Inverted", "Mirrored", "MirroredChild", "Twin"]
+    negative = {name: sum(s < 0 for s in bpy.data.objects[name].scale) for name in bodies}
+    assert [negative[n] for n in ("Mirrored", "MirroredChild", "Inverted", "Flipped", "ChildOfMirror")] == [
+        1, 1, 3, 2, 3]
+    for f, frame in enumerate(keyed_job.key_frames()):
+        for b, name in enumerate(bodies):
+            np.testing.assert_allclose(keys[int(frame)][b], simulated[f, b], atol=2e-5,
+                                       err_msg=f"{name}'s keys, frame {frame}")
+    moved = np.linalg.norm(simulated[-1, :, :3, 3] - simulated[0, :, :3, 3], axis=1)
+    assert (moved > 0.1).all(), dict(zip(bodies, moved))  # every body fell: the comparison means something
     bake.clear_bakes(keyed_job.objects)
-    # The keyframe bake turns a mirrored object's rotation into a wrong quaternion (its keys are off
-    # already at the first frame); the instances are compared with the keys on the other bodies and
-    # with the object itself at the first frame on the mirrored ones.
-    mirrored = np.array([np.linalg.det(start[name][:3, :3]) < 0 for name in bodies])
-    assert mirrored.sum() == 2
 
     job, result = run_job(bake_mode="INSTANCES")
     assert [o.name for o in job.objects] == bodies
@@ -141,17 +176,15 @@ def test_instances_equal_keys_on_every_frame_without_the_addon(registered, blend
     bpy.ops.wm.save_mainfile()
 
     played = play_without_addon(blend)
+    np.testing.assert_allclose([m for _n, m in played[f"{float(FRAMES[0])}"]], [start[n] for n in bodies], atol=2e-5)
     for frame in range(FRAMES[0], FRAMES[1] + 1):
         got = played[f"{float(frame)}"]
         assert [name for name, _m in got] == data_names, f"frame {frame}: one instance per body, in body order"
         matrices = np.array([m for _n, m in got])
-        np.testing.assert_allclose(matrices[~mirrored], keys[frame][~mirrored], atol=2e-5, err_msg=f"frame {frame}")
-        if frame == FRAMES[0]:
-            np.testing.assert_allclose(matrices[mirrored], [start[n] for n, m in zip(bodies, mirrored) if m],
-                                       atol=2e-5)
+        np.testing.assert_allclose(matrices, keys[frame], atol=2e-5, err_msg=f"instances, frame {frame}")
         if frame < FRAMES[1]:  # motion blur samples between frames: the cache interpolates the points
-            half = np.array([m for _n, m in played[f"{frame + 0.5}"]])[~mirrored]
-            keyed = [keys[f][~mirrored][:, :3, 3] for f in (frame, frame + 1)]
+            half = np.array([m for _n, m in played[f"{frame + 0.5}"]])
+            keyed = [keys[f][:, :3, 3] for f in (frame, frame + 1)]
             np.testing.assert_allclose(half[:, :3, 3], (keyed[0] + keyed[1]) / 2, atol=2e-5)
             assert not np.allclose(half[:, :3, 3], keyed[0], atol=1e-4)
 
@@ -191,7 +224,7 @@ def test_rebake_replaces_only_its_own_cache_and_cancel_keeps_it(registered, blen
     scene.prb_settings.use_scene_frame_range = False
     scene.prb_settings.frame_start, scene.prb_settings.frame_end = FRAMES[0], FRAMES[1] + 2
     dynamic, static = pick_objects(bpy.context)
-    assert len(dynamic) == 7  # the hidden bodies of the first bake are still the dynamic set
+    assert len(dynamic) == BODY_COUNT  # the hidden bodies of the first bake are still the dynamic set
     before = scene_snapshot()
     hidden = {o.name: (o.hide_viewport, o.hide_render) for o in bpy.data.objects}
     job = BakeJob(bpy.context, dynamic, static, BakeOptions.from_scene(scene, bake_mode="INSTANCES"))
@@ -338,7 +371,7 @@ def test_cli_bakes_instances_beside_the_output_and_refuses_an_unwritable_folder(
     assert len(cache_files) == 1 and point_cache.read_header(str(cache_files[0]))["samples"] == 4
     assert not (blend.parent / "prb_cache").exists()
     played = play_without_addon(out)
-    assert len(played["4.0"]) == 7
+    assert len(played["4.0"]) == BODY_COUNT
 
 
 def test_motion_blur_renders_the_cached_motion(registered, tmp_path):
@@ -410,4 +443,4 @@ def test_keyframes_refuse_bodies_an_instance_bake_shows(registered, blend):
     assert scene_snapshot() == before
     assert bpy.ops.prb.clear_bake() == {"FINISHED"}
     keyed_job, keyed = run_job(bake_mode="KEYFRAMES")
-    assert len(keyed.keyed_objects) == 7
+    assert len(keyed.keyed_objects) == BODY_COUNT

@@ -290,7 +290,7 @@ def test_scene_settings_reach_the_simulation(registered):
     add_cube("Cube", (0.0, 0.0, 1.0))
     bpy.ops.object.select_all(action="DESELECT")
     s = scene.prb_settings
-    assert BakeOptions.from_scene(scene).contact_geometry == SimulationSettings().contact_geometry == "particles"
+    assert BakeOptions.from_scene(scene).simulation.contact_geometry == SimulationSettings().contact_geometry == "particles"
     items = s.bl_rna.properties["contact_geometry"].enum_items
     assert tuple(item.identifier for item in items) == CONTACT_GEOMETRIES
     assert [item.name for item in items] == ["Particles (fast)", "Flat Faces", "Rigid Voxels"]
@@ -300,24 +300,27 @@ def test_scene_settings_reach_the_simulation(registered):
     s.radius_mode, s.particle_radius = "MANUAL", 0.05
     s.target_penetration = 0.1
     # a target set before Stiffness existed (its mode never set) still applies
-    assert BakeOptions.from_scene(scene).target_penetration == pytest.approx(0.1)
+    assert BakeOptions.from_scene(scene).simulation.target_penetration == pytest.approx(0.1)
     s.stiffness_mode = "AUTO"  # not used while the stiffness is automatic
     s.contact_geometry = "voxels"  # the panel's Contacts: Rigid Voxels
     voxels = BakeOptions.from_scene(scene)
-    assert voxels.contact_geometry == "voxels" and voxels.target_penetration is None
     # Rigid Voxels solve their contacts: the stiffness target the others take, the solve on top
     voxel_settings = SimulationSettings(contact_geometry="voxels")
+    assert voxels.simulation.contact_geometry == "voxels"
+    assert voxels.simulation.target_penetration == voxel_settings.target_penetration
     assert voxel_settings.target_penetration == pytest.approx(0.05) and voxel_settings.solve_passes == 16
     s.stiffness_mode = "MANUAL"
     s.contact_geometry = "sdf"  # the panel's Contacts: Flat Faces
     s.use_sleep, s.sleep_speed, s.sleep_time = True, 0.05, 0.7
     s.max_particles = 5000
     options = BakeOptions.from_scene(scene)
-    assert (options.frame_start, options.frame_end, options.frame_step) == (3, 11, 2)
-    assert (options.substeps, options.radius, options.target_penetration) == (37, pytest.approx(0.05), pytest.approx(0.1))
-    assert (options.sleep_speed, options.sleep_time) == (pytest.approx(0.05), pytest.approx(0.7))
-    assert options.contact_geometry == "sdf"
-    assert options.max_particles == 5000 and options.device is None
+    frames, conversion, simulation = options.frames, options.conversion, options.simulation
+    assert (frames.frame_start, frames.frame_end, frames.frame_step) == (3, 11, 2)
+    assert (frames.substeps, conversion.radius, simulation.target_penetration) == (37, pytest.approx(0.05),
+                                                                                   pytest.approx(0.1))
+    assert (simulation.sleep_speed, simulation.sleep_time) == (pytest.approx(0.05), pytest.approx(0.7))
+    assert simulation.contact_geometry == "sdf"
+    assert conversion.max_particles == 5000 and simulation.device is None
     dynamic, static = pick_objects(bpy.context)
     job = BakeJob(bpy.context, dynamic, static, options)
     job.start()
@@ -331,11 +334,12 @@ def test_scene_settings_reach_the_simulation(registered):
     finally:
         job.cancel()
     s.use_sleep = False
-    assert BakeOptions.from_scene(scene).sleep_speed == 0.0
+    assert BakeOptions.from_scene(scene).simulation.sleep_speed == 0.0
     s.use_scene_frame_range = True
-    assert (BakeOptions.from_scene(scene).frame_start, BakeOptions.from_scene(scene).frame_end) == (1, 40)
+    frames = BakeOptions.from_scene(scene).frames
+    assert (frames.frame_start, frames.frame_end) == (1, 40)
     with pytest.raises(BakeError, match="contact geometry must be one of particles, sdf, voxels, got 'cubes'"):
-        BakeOptions.from_scene(scene, contact_geometry="cubes").validate()
+        BakeOptions.from_scene(scene, contact_geometry="cubes")
     s.max_particles = 10  # the limit is the scene's: the 0.4 m cube at radius 0.05 needs 64
     with pytest.raises(BakeError, match="limit of 10"):
         BakeJob(bpy.context, dynamic, static, BakeOptions.from_scene(scene)).start()

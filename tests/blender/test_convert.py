@@ -189,6 +189,65 @@ def test_rotated_scaled_mirrored_origin_offset_object_maps_back_exactly(scene):
     assert np.allclose((np.c_[local, np.ones(len(local))] @ back.T)[:, :3], particles_now, atol=1e-5)
 
 
+def test_mirrored_object_is_the_mirrored_shape(scene):
+    """An asymmetric mesh mirrored by its object's scale, along one axis or three, becomes the same body
+    (particles, mass, centre of mass, inertia, lattice axes) as that mesh mirrored in its data and
+    placed with the same rotation and a positive scale."""
+    d = 0.1
+    bpy.ops.mesh.primitive_cone_add(vertices=7, radius1=0.35, radius2=0.1, depth=0.8)
+    cone = active()
+    base = np.array([tuple(v.co) for v in cone.data.vertices])
+    shear = np.array([[1.0, 0.0, 0.45], [0.25, 1.0, 0.0], [0.0, 0.1, 1.0]])
+    base = base @ shear.T + (0.2, -0.1, 0.05)  # no symmetry left
+    cone.data.calc_loop_triangles()
+    triangles = np.array([tuple(t.vertices) for t in cone.data.loop_triangles], dtype=np.int64)
+    bpy.data.objects.remove(cone)
+
+    def body(name, vertices, tris, location, scale):
+        mesh = bpy.data.meshes.new(name)
+        mesh.from_pydata(vertices.tolist(), [], tris.tolist())
+        obj = bpy.data.objects.new(name, mesh)
+        bpy.context.scene.collection.objects.link(obj)
+        obj.location, obj.rotation_euler, obj.scale = location, (0.4, -0.9, 0.3), scale
+        return obj
+
+    pairs = []
+    for k, scale in enumerate(((1.0, 1.0, -1.0), (-0.9, -1.2, -1.1))):
+        mirrored = body(f"Mirrored{k}", base, triangles, (3.0 * k, 0.0, 1.0), scale)
+        # the same shape in the data: vertices mirrored (faces reversed, so normals stay outward), scale positive
+        flip = np.sign(scale)
+        twin = body(f"Twin{k}", base * flip, triangles[:, ::-1] if np.prod(flip) < 0 else triangles,
+                    (3.0 * k, 3.0, 1.0), tuple(np.abs(scale)))
+        pairs.append((mirrored, twin))
+    bpy.context.view_layer.update()
+    conv = run([o for pair in pairs for o in pair], radius=d / 2)
+    model = conv.model
+    links = {link.object_name: link for link in conv.bodies}
+    for mirrored, twin in pairs:
+        det = [np.linalg.det(np.array(o.matrix_world)[:3, :3]) for o in (mirrored, twin)]
+        assert det[0] < 0 < det[1]
+        a, b = links[mirrored.name], links[twin.name]
+        shift = np.array(twin.location) - np.array(mirrored.location)
+        pa = world_particles(model, a.body_index)
+        pb = world_particles(model, b.body_index) - shift
+        assert a.particle_count == b.particle_count > 100
+        gaps = np.linalg.norm(pa[:, None] - pb[None], axis=-1)
+        nearest = gaps.argmin(axis=1)
+        assert len(set(nearest.tolist())) == len(pa) and gaps.min(axis=1).max() < 1e-6  # one to one
+        np.testing.assert_allclose(model.body_mass[a.body_index], model.body_mass[b.body_index], rtol=1e-9)
+        np.testing.assert_allclose(model.body_position[a.body_index], model.body_position[b.body_index] - shift,
+                                   atol=1e-9)
+        np.testing.assert_allclose(model.body_inertia_local[a.body_index], model.body_inertia_local[b.body_index],
+                                   atol=1e-9)
+        lattice = [quaternion_to_matrix(model.body_lattice_orientation[link.body_index]) for link in (a, b)]
+        np.testing.assert_allclose(np.abs(lattice[0]), np.abs(lattice[1]), atol=1e-6)  # the same axes
+        # the mesh is no mirror image of itself: an unmirrored body would have other particles
+        m = np.array(mirrored.matrix_world)
+        local = (pa - m[:3, 3]) @ np.linalg.inv(m[:3, :3]).T
+        flipped = local * np.sign(mirrored.scale)
+        assert np.abs(np.sort(local, axis=0) - np.sort(flipped, axis=0)).max() > d
+
+
 def test_object_matrix_at_is_blenders_composition():
     """T(x) R(q) T(-com) M0 composed by mathutils, independent of core.rotations."""
     from mathutils import Quaternion, Vector

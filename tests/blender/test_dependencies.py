@@ -10,7 +10,7 @@ import pytest
 
 from test_register_cli import ROOT, run_python
 
-# Records what a draw() puts in the layout (labels and operators), without a window.
+# Records the labels a draw() puts in the layout, without a window.
 DRAW = """
     import json, sys
     import bpy
@@ -22,16 +22,11 @@ DRAW = """
         def no_platform():
             raise pyopencl.LogicError("clGetPlatformIDs failed: PLATFORM_NOT_FOUND_KHR")
         pyopencl.get_platforms = no_platform
-    class Layout:
-        def __init__(self, out): self.out = out
-        def __getattr__(self, name): return lambda *a, **k: self
-        def label(self, text="", **k): self.out.append(text)
-        def operator(self, idname, **k): self.out.append("operator " + idname); return self
-        def prop(self, data, name, **k): self.out.append("prop " + name)
+    from tests.blender.prb_helpers import StrictLayout  # refuses names Blender's layout does not know
     def draw(cls):
-        out = []
-        cls.draw(type("Self", (), {"layout": Layout(out)})(), bpy.context)
-        return out
+        layout = StrictLayout()
+        cls.draw(type("Self", (), {"layout": layout})(), bpy.context)
+        return layout.drawn.labels
     import addon.blender as blender
     blender.register()
     try:

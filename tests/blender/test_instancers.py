@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from mathutils import Matrix
 
-from prb_helpers import LabelLayout, bpy, data_counts, draw_labels, fresh_scene, scene_snapshot
+from prb_helpers import StrictLayout, bpy, data_counts, draw_labels, fresh_scene, scene_snapshot
 
 from addon.blender import bake, bake_instances, convert, instancers  # noqa: E402
 from addon.blender.job import BakeError, estimate  # noqa: E402
@@ -338,9 +338,9 @@ def test_bake_to_suggests_instances_above_ten_thousand_bodies(registered):
 
     def labels(bodies, mode, scatters=None):
         scene.prb_settings.bake_mode = mode
-        out = []
-        bake_instances.draw_bake_to(LabelLayout(out), scene, bodies, scatters)
-        return out
+        layout = StrictLayout()
+        bake_instances.draw_bake_to(layout, scene, bodies, scatters)
+        return layout.drawn.labels
 
     assert labels(10_001, "KEYFRAMES") == ["10,001 bodies: Bake To Instances is lighter"]
     assert labels(10_000, "KEYFRAMES") == []

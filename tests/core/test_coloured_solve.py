@@ -2,6 +2,7 @@
 solve_form "coloured": kernels/61_pair_colouring.cl and 62_pair_solve.cl,
 addon/core/pair_colouring.py): the colouring, the kernels against the NumPy reference, and what it
 holds that the Jacobi form does not (E14-E16)."""
+import math
 import os
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 from addon.core import Material, ModelBuilder, SimulationSettings
 from addon.core.model import STATIC_BODY
 from addon.core.opencl_engine import OpenCLEngine
-from addon.core.pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, list_pairs
+from addon.core.pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, colour_pairs, list_pairs
 from addon.core.settings import COLOURED_VOXELS, JACOBI_VOXELS
 from addon.core.shapes import box_particles
 from bench.contact_figures import rebound_ratio
@@ -215,3 +216,38 @@ def test_re_runs_are_bit_identical(monkeypatch):
     np.testing.assert_array_equal(runs[0].position, runs[1].position)
     np.testing.assert_array_equal(runs[0].orientation, runs[1].orientation)
     np.testing.assert_array_equal(runs[0].velocity, runs[1].velocity)
+
+
+def board_under_stones(stones):
+    """A board one voxel thick on the ground with ``stones`` one-voxel stones resting on it, on every
+    other voxel of a square grid (2 voxels apart, beyond VOXEL_PAIR_REACH of each other): the board
+    is the lower body of stones + 1 pairs, the stones and the ground, and no two of them can share
+    a colour."""
+    spacing = 0.1
+    side = math.isqrt(stones - 1) + 1
+    builder = ModelBuilder(spacing / 2)
+    material = Material(friction=0.5, restitution=0.0)
+    builder.add_body(box_particles((2 * side, 2 * side, 1), spacing), density=500.0,
+                     position=(0, 0, spacing / 2 - 1e-3), material=material, corner_reach=1.0)
+    grid = (np.arange(2 * side) - (2 * side - 1) / 2) * spacing
+    for k in range(stones):
+        i, j = divmod(k, side)
+        builder.add_body(np.zeros((1, 3)), density=2000.0, position=(grid[2 * i], grid[2 * j], 1.5 * spacing - 2e-3),
+                         material=material, corner_reach=1.0)
+    builder.add_ground_plane(0.0, material=material)
+    return builder
+
+
+def test_a_body_with_more_pairs_than_the_colours_is_refused_with_one_message():
+    """MAX_PAIR_COLOURS (1024) is where the coloured solve stops: a board under 1023 stones (1024
+    pairs with the ground) takes every colour and steps; one stone more, the smallest scene beyond,
+    is refused with the message saying what to do (about 5 s each on PoCL: a colouring round per
+    pair of the board)."""
+    engine = engine_for(board_under_stones(MAX_PAIR_COLOURS - 1), **COLOURED)
+    engine.step(1)
+    assert list(engine.colour_pair_counts) == [1] * MAX_PAIR_COLOURS  # every pair shares the board
+    engine = engine_for(board_under_stones(MAX_PAIR_COLOURS), **COLOURED)
+    with pytest.raises(RuntimeError) as refused:
+        engine.step(1)
+    assert str(refused.value) == (f"a body touches more than {MAX_PAIR_COLOURS} others, more than Rigid Voxels' "
+                                  "solve takes: use Contacts: Particles or Flat Faces, or fewer, larger bodies")

@@ -1,4 +1,6 @@
 """Physics checked against physics: analytic paths, restitution, friction, conservation, stacking."""
+from contextlib import nullcontext
+
 import numpy as np
 import pytest
 
@@ -6,6 +8,8 @@ from addon.core import Material, ModelBuilder
 from addon.core.rotations import quaternion_multiply
 from addon.core.shapes import cube_particles
 from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, axis_angle_quaternion, engine_for, run_for
+from tests.known_failures import KnownFailure, known_failure
+from tests.skip_reasons import XFAIL_REBOUND_OFF_E
 
 G = 9.81
 
@@ -61,36 +65,40 @@ def rebound_speed_ratio(on_cube: bool, restitution: float = 0.0, drop: float = 0
     return velocities[bounced:].max() / -velocities[:bounced].min()
 
 
+REBOUND_SPREAD = 0.001  # measured spread between PoCL thread counts, body lanes and an H200: 4e-6
+
+
 def restitution_case(surface, drop, restitution, failing_today=None):
     """A parameter set; ``failing_today``: the ratio it gives now, outside the tolerance (issue 22,
-    the contact solve, works on it): a strict xfail, so the day it passes the run fails and the
-    marker has to go."""
+    the contact solve, works on it): a known failure, so the day it passes or its ratio moves by
+    more than REBOUND_SPREAD the run fails and the marker has to be looked at."""
     marks = ()
     if failing_today is not None:
-        marks = pytest.mark.xfail(strict=True, reason=f"issue 22: {surface} drop {drop} m e={restitution} "
-                                                      f"rebounds at {failing_today} (outside +-5 %)")
-    return pytest.param(surface, drop, restitution, marks=marks, id=f"{surface}-{drop}m-e{restitution}")
+        marks = pytest.mark.xfail(strict=True, raises=KnownFailure, reason=XFAIL_REBOUND_OFF_E)
+    return pytest.param(surface, drop, restitution, failing_today, marks=marks,
+                        id=f"{surface}-{drop}m-e{restitution}")
 
 
-@pytest.mark.parametrize("surface, drop, restitution", [
-    restitution_case("ground", 0.5, 0.3, failing_today=0.284),
+@pytest.mark.parametrize("surface, drop, restitution, failing_today", [
+    restitution_case("ground", 0.5, 0.3, failing_today=0.2836),
     restitution_case("ground", 0.5, 0.6),
     restitution_case("ground", 0.5, 0.9),
-    restitution_case("ground", 2.0, 0.3, failing_today=0.263),
+    restitution_case("ground", 2.0, 0.3, failing_today=0.2626),
     restitution_case("ground", 2.0, 0.6),
     restitution_case("ground", 2.0, 0.9),
-    restitution_case("cube", 0.5, 0.3, failing_today=0.339),
-    restitution_case("cube", 0.5, 0.6, failing_today=0.546),
-    restitution_case("cube", 0.5, 0.9, failing_today=0.829),
-    restitution_case("cube", 2.0, 0.3, failing_today=0.337),
-    restitution_case("cube", 2.0, 0.6, failing_today=0.543),
-    restitution_case("cube", 2.0, 0.9, failing_today=0.834),
+    restitution_case("cube", 0.5, 0.3, failing_today=0.3393),
+    restitution_case("cube", 0.5, 0.6, failing_today=0.5455),
+    restitution_case("cube", 0.5, 0.9, failing_today=0.8285),
+    restitution_case("cube", 2.0, 0.3, failing_today=0.3370),
+    restitution_case("cube", 2.0, 0.6, failing_today=0.5428),
+    restitution_case("cube", 2.0, 0.9, failing_today=0.8338),
 ])
-def test_face_impact_rebounds_with_speed_ratio_e(surface, drop, restitution):
+def test_face_impact_rebounds_with_speed_ratio_e(surface, drop, restitution, failing_today):
     """README: a face impact rebounds with speed ratio e (to e^2 h): within 5 % of e, dropped flat
     from two heights onto the ground and onto a cube resting on the ground."""
     ratio = rebound_speed_ratio(on_cube=surface == "cube", restitution=restitution, drop=drop)
-    assert abs(ratio - restitution) <= 0.05 * restitution, ratio
+    with known_failure(ratio=(ratio, failing_today, REBOUND_SPREAD)) if failing_today else nullcontext():
+        assert abs(ratio - restitution) <= 0.05 * restitution, ratio
 
 
 @pytest.mark.parametrize("restitution", [0.3, 0.6, 0.9])

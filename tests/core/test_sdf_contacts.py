@@ -13,6 +13,8 @@ from bench.scenes import cube_pile
 from tests.core.helpers import (RADIUS, assert_lists_miss_no_contact, engine_for, glancing_cubes,
                                 half_offset_row_errors, joint_sink)
 from tests.core.test_conservation import momentum_changes
+from tests.known_failures import KnownFailure, known_failure
+from tests.skip_reasons import XFAIL_HALF_OFFSET_ROWS_SINK
 
 
 def test_equal_voxel_sets_share_one_field_and_faces_are_exact():
@@ -48,13 +50,15 @@ def test_a_cube_across_the_joint_of_two_sinks_less_than_a_millimetre():
     assert joint_sink(contact_geometry="particles") > 0.04
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 22: five half-offset rows, top row 11.5 mm below its ideal height (target 1 cm; 18.7 cm with "
-    "particle contacts). The springs alone take 10.1 mm at this stiffness target (ground 3.1 mm, then "
-    "2.6 / 2.1 / 1.5 / 0.8 mm per interface under the rows above); needs stiffer contacts."))
+# The top row's error now: 11.527 / 11.522 mm between PoCL thread counts, body lanes and an H200, +- 0.1 mm.
+HALF_OFFSET_TOP_ROW_SINKS = (0.01152, 0.0001)
+
+
+@pytest.mark.xfail(strict=True, raises=KnownFailure, reason=XFAIL_HALF_OFFSET_ROWS_SINK)
 def test_five_half_offset_rows_keep_their_heights_within_a_centimetre():
-    for row, error in enumerate(half_offset_row_errors(3.0, contact_geometry="sdf")):
-        assert error < 0.01, row
+    errors = half_offset_row_errors(3.0, contact_geometry="sdf")
+    with known_failure(largest_error=(max(errors), *HALF_OFFSET_TOP_ROW_SINKS)):
+        assert max(errors) < 0.01, errors
 
 
 @pytest.mark.parametrize("friction", [0.0, 0.6])

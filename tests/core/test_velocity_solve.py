@@ -2,6 +2,8 @@
 kernels/60_solve.cl, settings.JACOBI_VOXELS; Rigid Voxels' default is the coloured form): the
 kernels against the NumPy reference, the load it carries beyond the springs, momentum, restitution
 and settings refused."""
+from contextlib import nullcontext
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,8 @@ from tests.core.helpers import (assert_kernels_follow_the_solve_reference, colum
                                 fastest_motion, glancing_cubes, run_for)
 from tests.core.test_conservation import momentum_changes
 from tests.core.test_reference_agreement import colliding_scene
+from tests.known_failures import KnownFailure, known_failure
+from tests.skip_reasons import XFAIL_JACOBI_COLUMN_RINGS
 
 SOLVED = JACOBI_VOXELS
 
@@ -45,11 +49,15 @@ def test_the_solve_carries_the_load_the_springs_alone_give_way_under():
     assert springs_only > 3 * solved, (springs_only, solved)
 
 
+# The Jacobi-solved column's fastest cube now: 55.7 / 56.2 mm/s between PoCL thread counts, body lanes
+# and an H200 (where in its cycle the window falls), +- 5 %.
+JACOBI_COLUMN_RINGS_AT = (0.0560, 0.0028)
+
+
 @pytest.mark.parametrize("solved", [
     False,
-    pytest.param(True, marks=pytest.mark.xfail(strict=True, reason=(
-        "issue 22, E14: the Jacobi solve with 0.7 of the warm start rings an 8-cube column "
-        "vertically at about 50 Hz, up to 56 mm/s (PoCL), for ever"))),
+    pytest.param(True, marks=pytest.mark.xfail(strict=True, raises=KnownFailure,
+                                               reason=XFAIL_JACOBI_COLUMN_RINGS)),
 ], ids=["springs", "solved"])
 def test_a_column_comes_to_rest(solved):
     """Eight cubes stacked on the ground, sleeping off: after 2 s every cube is slower than 1 cm/s
@@ -61,7 +69,8 @@ def test_a_column_comes_to_rest(solved):
                         **(SOLVED if solved else SPRING_VOXELS))
     run_for(engine, 2.0)
     fastest, _ = fastest_motion(engine)
-    assert fastest < 0.01, fastest
+    with known_failure(fastest=(fastest, *JACOBI_COLUMN_RINGS_AT)) if solved else nullcontext():
+        assert fastest < 0.01, fastest
 
 
 @pytest.mark.parametrize("friction", [0.0, 0.6])
