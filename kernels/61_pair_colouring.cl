@@ -166,6 +166,7 @@ __kernel void list_solve_pairs(
     __global const uchar *solve_count,
     __global float4 *solve_record,
     __global float4 *history_impulse_out,
+    __global const int *history_key_out,
     __global const float *body_quiet,
     __global int *pair_other,
     __global int *pair_count,
@@ -227,7 +228,8 @@ __kernel void list_solve_pairs(
         atomic_max(pair_totals + 1, max_pairs + 1);  // the host doubles the slots until they hold it
         return;
     }
-    // each pair's records in the order of the pass above (particle, then slot), the pairs one after
+    // each pair's records in the order of the pass above (particle, then slot; with manifolds,
+    // particle, then friction key), the pairs one after
     // another from the start of the body's region; the counts count them again as they go
     __global int *start_of = pair_record_start + b * max_pairs;
     int next_start = first * FRICTION_SLOTS;
@@ -237,7 +239,25 @@ __kernel void list_solve_pairs(
         records_of[p] = 0;
     }
     for (int i = first; i < end && listed; ++i) {
-        for (int k = 0; k < solve_count[i]; ++k) {
+        int count = solve_count[i];
+        int slot_order[FRICTION_SLOTS];
+        for (int k = 0; k < count; ++k) slot_order[k] = k;
+#if MANIFOLD_POINTS > 0
+        // a particle's records by their friction key, not their slot: the slots follow the
+        // neighbour lists' order, which differs between devices and the reference, and a manifold
+        // (its groups' leading normals, its points' pecking order, the sequential order) depends
+        // on the order its records are visited in
+        for (int k = 1; k < count; ++k) {
+            int s = slot_order[k], key_s = history_key_out[s * history_stride + i], at = k;
+            while (at > 0 && history_key_out[slot_order[at - 1] * history_stride + i] > key_s) {
+                slot_order[at] = slot_order[at - 1];
+                --at;
+            }
+            slot_order[at] = s;
+        }
+#endif
+        for (int o = 0; o < count; ++o) {
+            int k = slot_order[o];
             int key = record_pair(b, as_int(solve_record[k * SOLVE_FIELDS * history_stride + i].w), body_quiet, sleep);
             if (key == NOT_A_PAIR) continue;
             int at = 0;

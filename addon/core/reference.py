@@ -698,7 +698,11 @@ class ReferenceEngine(StateMixin):
             if awake[b]:
                 first = m.body_first_particle[b]
                 for i in range(first, first + m.body_particle_count[b]):
-                    for record in sorted(self.records.get(i, ()), key=lambda r: r[11]):
+                    # with manifolds, by friction key (61_pair_colouring.cl list_solve_pairs):
+                    # the slots follow the search order, which the kernels do not share
+                    order = ((lambda r, i=i: self.history_key[i, r[11]]) if self.settings.manifold_points
+                             else (lambda r: r[11]))
+                    for record in sorted(self.records.get(i, ()), key=order):
                         other = record[1]
                         if other < 0 or (other > b and awake[other]):
                             found.append((i, record))

@@ -77,9 +77,7 @@ def rigid_step(**overrides):
 @pytest.mark.parametrize("pair_lanes", ["1", "8"])
 @pytest.mark.parametrize("order, friction", [
     ("jacobi", "points"), ("sequential", "points"),
-    pytest.param("sequential", "centre", marks=pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-        "the states part after about 30 substeps (0.01 rad/s about a ground normal; the cause is not "
-        "found: two spinning cubes on the ground agree, test_kernels_match_the_reference_centre_friction)")))])
+    ("sequential", "centre")])
 @pytest.mark.parametrize("every", [1, 4])
 def test_kernels_match_the_reference_manifolds(pair_lanes, order, friction, every, monkeypatch):
     """The same points kept per pair, and states as close as the coloured solve's test asks."""
