@@ -69,7 +69,8 @@ inline float4 solve_record_impulse(
     // restitution, faded in from half IMPACT_SPEED so no contact switches it on or off abruptly
     // (f4.w: the substeps the record has started since its detection, SUBSTEPS_PER_DETECTION > 1:
     // an impact parts once, in the substep of its detection, as each substep's detection would)
-    float bounce = (f4.w > 1.5f) ? 0.0f : clamp(2.0f * f4.z / IMPACT_SPEED - 1.0f, 0.0f, 1.0f);
+    // (with manifolds restitution is a pass of its own, 62_pair_solve.cl restitution_impulse)
+    float bounce = (MANIFOLD_POINTS > 0 || f4.w > 1.5f) ? 0.0f : clamp(2.0f * f4.z / IMPACT_SPEED - 1.0f, 0.0f, 1.0f);
     // soft below the slop (solve_constants.w < 1): a load shared by a face's redundant contacts
     // settles as on stiff springs instead of cycling; an impact stays rigid, faded in with it
     float mass_scale = 1.0f, impulse_scale = 0.0f;

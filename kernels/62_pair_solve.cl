@@ -8,7 +8,8 @@
 // all colours carries a load down a whole stack instead of one body per Jacobi pass, and ends the
 // cycle the Jacobi form's partial warm start ran into (E14). The sum is reduced in a fixed order:
 // deterministic. solve_kind: 0 the warm start (the impulses the records start with), 1 a solve
-// pass, 2 a relax pass (no push-out, velocities only).
+// pass, 2 a relax pass (no push-out, velocities only), 3 a restitution pass (manifolds only:
+// after the relax passes of a detection's last substep, restitution_impulse).
 
 inline void pair_lane_sums(float *sums, float3 impulse, float3 moment_a, float3 moment_b)
 {
@@ -28,6 +29,32 @@ inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, fl
         b->v -= j / body_mass[b->body];
         b->w -= angular_velocity(b->q, body_inv_inertia + 9 * b->body, cross(arm_b, j));
     }
+}
+
+// A record's accumulated impulses after a restitution pass (manifolds only; Box2D's
+// b2ApplyRestitution, reference.py _restitution_impulse), at a detection's last substep after the
+// relax passes, on pairs where either body takes an impact: a point that approached faster than
+// IMPACT_SPEED at its detection (f4.z) and carried a normal impulse since (f4.w: a speculative
+// point that never touched does not bounce, one that touched and parted within the step does) is
+// given the normal impulse that parts it at its restitution (f4.y) times that speed; any other
+// point stops closing as in a relax pass, so the bodies under a struck one hold while it rebounds.
+// Rigid, velocities only; the accumulated impulse stays >= 0.
+inline float4 restitution_impulse(__global const float4 *r, int stride, SolveBody a, SolveBody b, float substep,
+                                  float slop, float depth_shift, __global const float *body_mass,
+                                  __global const float *body_inv_inertia)
+{
+    float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride], f4 = r[4 * stride];
+    int other = as_int(f0.w);
+    float3 n = f0.xyz, arm_i = f1.xyz;
+    float3 v_j = (other >= 0) ? b.v + cross(b.w, f2.xyz) : f2.xyz;
+    float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
+    float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
+                  ? -f4.y * f4.z
+                  : fmax((slop - (f1.w + depth_shift)) / substep, 0.0f);
+    float k_n = split_inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
+              + ((other >= 0) ? split_inverse_mass(b, f2.xyz, n, body_mass, body_inv_inertia) : 0.0f);
+    lambda.w = fmax(lambda.w + f2.w * (vn - allowed) / k_n, 0.0f);
+    return lambda;
 }
 
 #if MANIFOLD_CENTRE_FRICTION
@@ -154,7 +181,9 @@ __kernel void solve_pair_contacts(
     int g = colour_pairs[start + get_group_id(0)];
     int b = g / max_pairs, c = pair_other[g];
     int stride = history_stride;
-    bool warm = solve_kind == 0, relax = solve_kind == 2;
+    bool warm = solve_kind == 0, relax = solve_kind == 2, restitution = solve_kind == 3;
+    bool struck = body_impact[b] || (c >= 0 && body_impact[c]);
+    if (restitution && !struck) return;  // no impact on either body: nothing to part (the whole group)
     // MANIFOLD_SEQUENTIAL: the records one after another at full mass (lane 0), each seeing the
     // last one's impulse (Box2D's order within a manifold; SimulationSettings.manifold_order)
     float split = MANIFOLD_SEQUENTIAL ? 1.0f : fmax(pair_share[g], 1e-6f);
@@ -162,7 +191,7 @@ __kernel void solve_pair_contacts(
     // under an impact's load gives way (its leak) and the impact's rebound with it (a cube dropped
     // on a resting one rebounded at 0.75-0.88 of its restitution)
     float4 constants = solve_constants;
-    if (body_impact[b] || (c >= 0 && body_impact[c])) constants.w = 1.0f;
+    if (struck) constants.w = 1.0f;
     SolveBody A = {body_velocity[b].xyz, body_angular_velocity[b].xyz, body_orientation[b], split, b};
     SolveBody B = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, c};
     if (c >= 0) {
@@ -197,7 +226,7 @@ __kernel void solve_pair_contacts(
         float3 j;
         if (warm) {
             j = -lambda.w * n + lambda.xyz;
-#if SUBSTEPS_PER_DETECTION > 1
+#if SUBSTEPS_PER_DETECTION > 1 && MANIFOLD_POINTS == 0
             r[4 * stride].w += 1.0f;  // substeps started since the detection (solve_record_impulse)
 #endif
         } else {
@@ -211,10 +240,16 @@ __kernel void solve_pair_contacts(
             }
             depth_shift = dot(shift, n);
 #endif
-            float4 next = solve_record_impulse(r, stride, A, B, substep, constants, relax, body_mass,
+            float4 next = restitution
+                        ? restitution_impulse(r, stride, A, B, substep, constants.x, depth_shift, body_mass,
+                                              body_inv_inertia)
+                        : solve_record_impulse(r, stride, A, B, substep, constants, relax, body_mass,
                                                body_inv_inertia, depth_shift, !MANIFOLD_CENTRE_FRICTION);
             j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
             r[3 * stride] = next;
+#if MANIFOLD_POINTS > 0
+            r[4 * stride].w = fmax(r[4 * stride].w, next.w);  // the most it carried since its detection
+#endif
             history_impulse_out[slot] = next;
         }
         impulse += j;
@@ -240,7 +275,7 @@ __kernel void solve_pair_contacts(
     impulse = (float3)(lane_sums[0], lane_sums[PAIR_LANES], lane_sums[2 * PAIR_LANES]);
     moment_a = (float3)(lane_sums[3 * PAIR_LANES], lane_sums[4 * PAIR_LANES], lane_sums[5 * PAIR_LANES]);
     moment_b = (float3)(lane_sums[6 * PAIR_LANES], lane_sums[7 * PAIR_LANES], lane_sums[8 * PAIR_LANES]);
-    bool move = !relax;
+    bool move = solve_kind < 2;  // relax and restitution: velocities only
     change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
                         body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity);
     if (c >= 0)

@@ -45,7 +45,7 @@ from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
 from .manifold import manifold_defines
 from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, grown_max_pairs
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, WARM_START_FRACTION,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES, WARM_START_FRACTION,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SimulationSettings, derive_contact_parameters,
                        solve_softness)
 from .state import BodyState, StateMixin
@@ -649,7 +649,7 @@ class OpenCLEngine(StateMixin):
             for kernels, global_size, local_size, _ in launches:
                 enqueue(queue, kernels[parity], global_size, local_size)
         if self.coloured_solve:
-            self._enqueue_pair_solve(parity, detecting)
+            self._enqueue_pair_solve(parity, detecting, phase == every - 1)
         # the double buffers (friction history, touched and rebuild flags) swap once per detection
         if phase == every - 1:
             self.substep_parity = 1 - parity
@@ -716,12 +716,15 @@ class OpenCLEngine(StateMixin):
         self.colour_pair_counts = counts  # the last substep's
         return counts
 
-    def _enqueue_pair_solve(self, parity, detecting=True):
+    def _enqueue_pair_solve(self, parity, detecting=True, last_of_detection=True):
         """The coloured solve's launches (62_pair_solve.cl): the warm start, the solve passes and the
-        relax passes, each a launch per colour, a work-group of pair_lanes work-items per pair; the
-        pairs listed and coloured when the contacts were detected."""
+        relax passes, with manifolds at a detection's last substep the restitution passes, each a
+        launch per colour, a work-group of pair_lanes work-items per pair; the pairs listed and
+        coloured when the contacts were detected."""
         counts = self._colour_pairs(parity) if detecting else self.colour_pair_counts
         kinds = [0] + [1] * self.solve_passes + [2] * self.settings.relax_passes
+        if self.settings.manifold_points and last_of_detection:
+            kinds += [3] * MANIFOLD_RESTITUTION_PASSES  # once per detection (62_pair_solve.cl)
         lanes = self.pair_lanes
         sizes = [((int(count) * lanes,), (lanes,)) for count in counts]
         for kind in kinds:

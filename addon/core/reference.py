@@ -30,7 +30,8 @@ from .model import STATIC_BODY, Model, body_extents
 from .manifold import manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES,
+                       ROLLING_REGULARIZATION, ROTATION_SWEEPS,
                        WARM_START_FRACTION, SimulationSettings, derive_contact_parameters,
                        solve_softness)
 from .state import BodyState, StateMixin
@@ -384,7 +385,11 @@ class ReferenceEngine(StateMixin):
         if self.coloured_solve:
             if detecting:
                 self.pairs = self._colour_solve_pairs()
-            for kind in ["warm"] + ["solve"] * self.solve_passes + ["relax"] * self.settings.relax_passes:
+            kinds = ["warm"] + ["solve"] * self.solve_passes + ["relax"] * self.settings.relax_passes
+            if self.settings.manifold_points and last_of_step:
+                # once per detection, after the relax passes (Box2D's b2ApplyRestitution)
+                kinds += ["restitution"] * MANIFOLD_RESTITUTION_PASSES
+            for kind in kinds:
                 self._solve_pairs(kind)
         elif self.solve_passes:
             self._solve("warm")
@@ -551,7 +556,9 @@ class ReferenceEngine(StateMixin):
         if not self.solve_passes:
             return
         old = self._history_slot(slots_in[0], key)
-        impact = max(closing, 0.0 if old is None else self.history_impact[i, old]) if closing > 0 else 0.0
+        # with manifolds the approach speed at this detection alone (00_common.h write_solve_record)
+        impact = (closing if self.settings.manifold_points else
+                  max(closing, 0.0 if old is None else self.history_impact[i, old])) if closing > 0 else 0.0
         self.new_history_impact[i, slot] = impact
         warm = np.zeros(4)
         if old is not None:
@@ -563,7 +570,7 @@ class ReferenceEngine(StateMixin):
             [np.asarray(n, float), int(other), np.asarray(arm_i, float), float(depth), np.asarray(arm_j, float),
              float(share), float(self.params.friction[material_i, material_j]),
              float(self.params.restitution[material_i, material_j]), float(impact), warm[:3], float(warm[3]),
-             int(slot)])
+             int(slot), 0.0])
 
     def _split_inverse_mass(self, b, count, arm, u):
         """Body b's inverse mass along u at arm times its contacts' shares (0: static or asleep)."""
@@ -579,7 +586,7 @@ class ReferenceEngine(StateMixin):
         (60_solve.cl solve_record_impulse): closing at most what leaves it at the slop after the
         substep, a deeper one pushed out (but not while relaxing), soft below the slop when the
         solve is (Box2D's soft step) unless ``rigid``, an impact parting at its restitution."""
-        n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot = record
+        n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot, _ = record
         depth += self._depth_shift(record, b)
         dt = self.params.substep
         slop = self.settings.solve_slop * self.model.particle_radius
@@ -589,8 +596,9 @@ class ReferenceEngine(StateMixin):
         vn = v_rel @ n
         allowed = (slop - depth) / dt
         # faded in from half IMPACT_SPEED; an impact parts once, in the substep of its detection
-        bounce = 0.0 if self.substeps_done % self.settings.substeps_per_detection else min(
-            max(2.0 * impact / IMPACT_SPEED - 1.0, 0.0), 1.0)
+        # (with manifolds restitution is a pass of its own, _restitution_impulse)
+        parted = self.substeps_done % self.settings.substeps_per_detection or self.settings.manifold_points
+        bounce = 0.0 if parted else min(max(2.0 * impact / IMPACT_SPEED - 1.0, 0.0), 1.0)
         mass_scale, impulse_scale = 1.0, 0.0
         if kind != "relax" and allowed < 0.0 and soft_mass_scale < 1.0:
             soft = 1.0 - bounce
@@ -615,6 +623,23 @@ class ReferenceEngine(StateMixin):
         if held > mu * new_normal:
             new_tangential *= mu * new_normal / held if held > 0 else 0.0
         return new_tangential, new_normal
+
+    def _restitution_impulse(self, record, b, velocity, omega, count):
+        """The record's normal impulse in a restitution pass (62_pair_solve.cl restitution_impulse;
+        Box2D's b2ApplyRestitution): a point that approached faster than IMPACT_SPEED at its
+        detection and carried a normal impulse since is given the one that parts it at its
+        restitution times that speed; any other point stops closing (as in a relax pass), so the
+        bodies under a struck one hold while it rebounds. Rigid; the accumulated impulse >= 0."""
+        n, other, arm_i, depth, arm_j, share, _, restitution, impact, _, normal, _, carried = record
+        v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
+        vn = (velocity[b] + np.cross(omega[b], arm_i) - v_j) @ n
+        if impact > IMPACT_SPEED and carried > 0.0 and restitution > 0.0:
+            allowed = -restitution * impact
+        else:
+            depth += self._depth_shift(record, b)
+            allowed = max((self.settings.solve_slop * self.model.particle_radius - depth) / self.params.substep, 0.0)
+        k_n = self._split_inverse_mass(b, count, arm_i, n) + self._split_inverse_mass(other, count, arm_j, n)
+        return max(normal + share * (vn - allowed) / k_n, 0.0)
 
     def _depth_shift(self, record, b):
         """How much deeper the record of body b is at the substep's start than at its detection, from
@@ -753,6 +778,8 @@ class ReferenceEngine(StateMixin):
                 bodies = (b, c) if c >= 0 else (b,)
                 split = max(pairs.pair_share[index], 1e-6)
                 rigid = self.body_impact[b] or (c >= 0 and self.body_impact[c])  # 62_pair_solve.cl
+                if kind == "restitution" and not rigid:
+                    continue  # no impact on either body: nothing to part
                 # one record after another at full mass, each seeing the last one's impulse
                 sequential = self.settings.manifold_order == "sequential"
                 count = {body: 1.0 if sequential else split for body in bodies}
@@ -761,16 +788,22 @@ class ReferenceEngine(StateMixin):
                 omega = {body: self._omega(body) for body in bodies}
                 omega_start = dict(omega)
                 impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
-                for i, record in self.pair_records[index]:
+                listed = self.pair_records[index]
+                for i, record in listed:
                     n, arm_i, arm_j = record[0], record[2], record[4]
                     tangential, normal, slot = record[9], record[10], record[11]
                     if kind == "warm":
                         j = -normal * n + tangential
                     else:
-                        new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count, kind,
-                                                                          rigid, not centre_friction)
+                        if kind == "restitution":
+                            new_tangential = tangential
+                            new_normal = self._restitution_impulse(record, b, velocity, omega, count)
+                        else:
+                            new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count,
+                                                                              kind, rigid, not centre_friction)
                         j = -(new_normal - normal) * n + (new_tangential - tangential)
                         record[9], record[10] = new_tangential, new_normal
+                        record[12] = max(record[12], new_normal)  # the most it carried since its detection
                         self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
                     impulse += j
                     moment_b += np.cross(arm_i, j)
@@ -783,9 +816,10 @@ class ReferenceEngine(StateMixin):
                     impulse += j_sum
                     moment_b += moment_b_sum
                     moment_c += moment_c_sum
-                self._change_momenta(b, impulse, moment_b, kind != "relax", omega_start[b])
+                move = kind in ("warm", "solve")  # relax and restitution: velocities only
+                self._change_momenta(b, impulse, moment_b, move, omega_start[b])
                 if c >= 0:
-                    self._change_momenta(c, -impulse, moment_c, kind != "relax", omega_start[c])
+                    self._change_momenta(c, -impulse, moment_c, move, omega_start[c])
 
     def _move_pair(self, b, c, arm_i, arm_j, j, velocity, omega):
         """The pair's velocities after impulse j on b at arm_i (and -j on c at arm_j)."""

@@ -90,6 +90,10 @@ SPECULATIVE_MARGIN = 0.25
 MAX_SOLVE_PASSES = 64
 MANIFOLD_ORDERS = ("jacobi", "sequential")
 MANIFOLD_FRICTIONS = ("points", "centre")
+# Restitution passes at a detection's last substep, with manifolds (62_pair_solve.cl restitution
+# kind): each pass moves a struck body's support a fraction of the way to holding it (a cube
+# dropped on a resting one shares its rebound with it, half of what is left per pass)
+MANIFOLD_RESTITUTION_PASSES = 4
 
 
 @dataclass

@@ -9,6 +9,7 @@ from addon.core.manifold import reduce_manifold
 from addon.core.reference import ReferenceEngine
 from addon.core.settings import COLOURED_VOXELS, JACOBI_VOXELS
 from addon.core.shapes import box_particles, cube_particles
+from bench.contact_figures import rebound_ratio
 from tests.core.helpers import assert_kernels_follow_the_solve_reference
 
 R = 1 / 6
@@ -74,6 +75,14 @@ def rigid_step(**overrides):
     return SimulationSettings(**settings)
 
 
+# bench/rigid_step_sweep.sh's x2c1: Box2D's step (240 Hz, soft at 0.25 of the substep rate, detected
+# every 4 substeps, 1 solve + 1 relax pass) on manifolds solved point after point, friction at
+# their centres
+X2C1 = dict(contact_geometry="voxels", contact_springs=False, substep=1 / 240, solve_hertz_fraction=0.25,
+            substeps_per_detection=4, manifold_points=4, manifold_order="sequential", manifold_friction="centre",
+            solve_passes=1, relax_passes=1)
+
+
 @pytest.mark.parametrize("pair_lanes", ["1", "8"])
 @pytest.mark.parametrize("order, friction", [
     ("jacobi", "points"), ("sequential", "points"),
@@ -114,6 +123,44 @@ def test_kernels_match_the_reference_centre_friction(pair_lanes, monkeypatch):
     assert solved > 0.0
     spin = reference.body_state().angular_velocity[:, 2]
     assert abs(spin[0]) < 1.0  # the twist slowed the spin
+
+
+def dropped_on_a_cube(restitution, speed):
+    """A cube resting on another on the ground, a third dropped on them at ``speed`` m/s. The two
+    start 1 mm deep, so their soft contacts settle from above the slop and do not cross it, where
+    the solve switches between soft and rigid (float noise in the depths would pick a side)."""
+    builder = ModelBuilder(particle_radius=R)
+    material = Material(friction=0.5, restitution=restitution)
+    for k in range(2):
+        builder.add_body(cube_particles(1.0), density=1000.0, position=(0.02 * k, 0, 0.499 + 0.999 * k),
+                         material=material, corner_reach=1.0)
+    builder.add_body(cube_particles(1.0), density=1000.0, position=(0.1, 0, 2.55), velocity=(0, 0, -speed),
+                     angular_velocity=(0.3, 0, 0), material=material, corner_reach=1.0)
+    builder.add_ground_plane(0.0, material=material)
+    return builder.finalize()
+
+
+@pytest.mark.parametrize("pair_lanes", ["1", "8"])
+@pytest.mark.parametrize("order, friction", [("jacobi", "points"), ("sequential", "centre")])
+def test_kernels_match_the_reference_restitution_passes(pair_lanes, order, friction, monkeypatch):
+    """The restitution passes at each detection's last substep (gated by the normal impulse a point
+    carried since its detection) agree: a cube dropped on a stack of two, rebounding."""
+    monkeypatch.setenv("PRB_PAIR_LANES", pair_lanes)
+    settings = SimulationSettings(**{**X2C1, "manifold_order": order, "manifold_friction": friction})
+    rising = []
+
+    def top_speed(reference, _):
+        rising.append(reference.body_state().velocity[2, 2])
+
+    reference, solved = assert_kernels_follow_the_solve_reference(dropped_on_a_cube(0.6, 3.0), settings, 40, top_speed)
+    assert solved > 0.0
+    assert max(rising) > 1.0  # it rebounded
+
+
+@pytest.mark.parametrize("on_cube", [False, True])
+def test_rebound_at_x2c1_is_within_5_percent_of_the_restitution(on_cube):
+    for restitution in (0.3, 0.6, 0.9):
+        assert rebound_ratio(on_cube, restitution, X2C1) == pytest.approx(restitution, rel=0.05)
 
 
 def test_the_scene_has_pairs_of_more_than_four_records():
