@@ -85,6 +85,7 @@ STAGES = (
 SOLVE_KERNELS = tuple(kernel for stage in STAGES if stage.number >= 60 for kernel in stage.kernels)
 # the same OpenCL C on every device, macOS's included (device.py refuses a device below it)
 OPENCL_C_STANDARD = "-cl-std=CL%d.%d" % KERNEL_OPENCL_C
+SOLVE_PASS_BACKWARD = 4  # added to a pass's kind: each pair's points swept last to first (62_pair_solve.cl)
 SOLVE_FIELDS = 5  # float4s per contact record: keep equal to 00_common.h's SOLVE_FIELDS
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
@@ -725,6 +726,9 @@ class OpenCLEngine(StateMixin):
         kinds = [0] + [1] * self.solve_passes + [2] * self.settings.relax_passes
         if self.settings.manifold_points and last_of_detection:
             kinds += [3] * MANIFOLD_RESTITUTION_PASSES  # once per detection (62_pair_solve.cl)
+        if self.settings.manifold_order == "sequential" and self.substeps_done % 2:
+            # every other substep each pair's points last to first (reference.py _solve_pairs)
+            kinds = [kind | SOLVE_PASS_BACKWARD if kind else kind for kind in kinds]
         lanes = self.pair_lanes
         sizes = [((int(count) * lanes,), (lanes,)) for count in counts]
         for kind in kinds:

@@ -789,7 +789,11 @@ class ReferenceEngine(StateMixin):
                 omega_start = dict(omega)
                 impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
                 listed = self.pair_records[index]
-                for i, record in listed:
+                # in sequence: every other substep last to first (62_pair_solve.cl SOLVE_PASS_BACKWARD),
+                # so the first point's larger share of a pass alternates across the manifold instead
+                # of tilting every stacked pair the same way (a 40-cube column crept 10 cm in 3 s)
+                backward = sequential and kind != "warm" and self.substeps_done % 2 == 1
+                for i, record in (listed[::-1] if backward else listed):
                     n, arm_i, arm_j = record[0], record[2], record[4]
                     tangential, normal, slot = record[9], record[10], record[11]
                     if kind == "warm":
@@ -800,7 +804,7 @@ class ReferenceEngine(StateMixin):
                             new_normal = self._restitution_impulse(record, b, velocity, omega, count)
                         else:
                             new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count,
-                                                                              kind, rigid, not centre_friction)
+                                                                              kind, rigid, not sequential)
                         j = -(new_normal - normal) * n + (new_tangential - tangential)
                         record[9], record[10] = new_tangential, new_normal
                         record[12] = max(record[12], new_normal)  # the most it carried since its detection
@@ -810,6 +814,12 @@ class ReferenceEngine(StateMixin):
                     moment_c -= np.cross(arm_j, j)
                     if sequential and kind != "warm":
                         self._move_pair(b, c, arm_i, arm_j, j, velocity, omega)
+                # in sequence (Box2D's order): the normals in every pass, friction after them when relaxing
+                if sequential and not centre_friction and kind == "relax":
+                    j_sum, moment_b_sum, moment_c_sum = self._point_friction(b, c, listed, velocity, omega)
+                    impulse += j_sum
+                    moment_b += moment_b_sum
+                    moment_c += moment_c_sum
                 if centre_friction and kind == "relax":
                     j_sum, moment_b_sum, moment_c_sum = self._centre_friction(b, c, self.pair_records[index],
                                                                               velocity, omega)
@@ -829,6 +839,35 @@ class ReferenceEngine(StateMixin):
         if c >= 0:
             velocity[c] = velocity[c] - j / m.body_mass[c]
             omega[c] = omega[c] - self._inverse_inertia(c) @ np.cross(arm_j, j)
+
+    def _point_friction(self, b, c, listed, velocity, omega):
+        """Box2D's friction of a pair's points in sequence after their normals (62_pair_solve.cl
+        point_friction): each from the velocities now, limited by mu times its normal impulse now.
+        Returns the impulse on b and its moments about b's and c's centres."""
+        count = {body: 1.0 for body in (b, c) if body >= 0}
+        total, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
+        for i, record in listed:
+            n, arm_i, arm_j, share, mu = record[0], record[2], record[4], record[5], record[6]
+            v_j = velocity[c] + np.cross(omega[c], arm_j) if c >= 0 else arm_j
+            v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
+            v_t = v_rel - (v_rel @ n) * n
+            slip = np.linalg.norm(v_t)
+            tangential = record[9].copy()
+            if slip > 1e-9:
+                u = v_t / slip
+                k_t = self._split_inverse_mass(b, count, arm_i, u) + self._split_inverse_mass(c, count, arm_j, u)
+                tangential -= share * v_t / k_t
+            held = np.linalg.norm(tangential)
+            if held > mu * record[10]:
+                tangential *= mu * record[10] / held if held > 0 else 0.0
+            j = tangential - record[9]
+            record[9] = tangential
+            self.new_history_impulse[i, record[11]] = [*tangential, record[10]]
+            total += j
+            moment_b += np.cross(arm_i, j)
+            moment_c -= np.cross(arm_j, j)
+            self._move_pair(b, c, arm_i, arm_j, j, velocity, omega)
+        return total, moment_b, moment_c
 
     def _centre_friction(self, b, c, listed, velocity, omega):
         """Box3D's friction of each manifold of a pair (a group of normals, core.manifold) at its
