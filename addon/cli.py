@@ -112,9 +112,10 @@ def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-particles", type=_count(1),
                    help=f"refuse scenes needing more particles than this (default {limits.max_particles:,} or the "
                         f"scene's setting)")
-    p.add_argument("--bake-mode", choices=("keyframes", "instances"), default="keyframes",
+    p.add_argument("--bake-mode", choices=("keyframes", "instances"),
                    help="keyframes: key each body's object; instances: one object shows every body from a point "
-                        "cache written beside --output (plays without the add-on; for 10,000 bodies and more)")
+                        "cache written beside --output (plays without the add-on; for 10,000 bodies and more; "
+                        "default: the scene's Bake To, keyframes in a scene without the add-on's settings)")
     p.add_argument("--cache-folder", help="instances: folder of the point cache (default: prb_cache beside --output)")
     p.add_argument("--output", help="where to save the baked file (default: <scene>.baked.blend)")
     p.add_argument("--overwrite", action="store_true", help="allow --output to be the input file or an existing file")
@@ -255,7 +256,7 @@ def bake(args) -> int:
             scene, frame_start=frames[0], frame_end=frames[1], frame_step=args.step, substeps=args.substeps,
             radius=args.radius, device=args.device, backend=args.backend, max_particles=args.max_particles,
             sleep_speed=args.sleep_speed, sleep_time=args.sleep_time, contact_geometry=args.contact_geometry,
-            bake_mode=args.bake_mode.upper(),
+            bake_mode=args.bake_mode.upper() if args.bake_mode else None,
             cache_folder=os.path.abspath(args.cache_folder or os.path.join(os.path.dirname(out), "prb_cache")))
         progress = ProgressPrinter(sys.stderr)
         job = BakeJob(context, dynamic, static, options, log=job_module.print_log, progress=progress)

@@ -510,7 +510,10 @@ _missing_at_load: list = []
 
 
 def missing_at_load() -> list:
-    return list(_missing_at_load)
+    """The caches found missing when the file was opened that still are: a Clear Bake (the cache
+    object gone) or a new bake (the file written again) takes one off the list."""
+    return [(name, path) for name, path in _missing_at_load
+            if name in bpy.data.objects and not os.path.isfile(path)]
 
 
 def missing_cache_message(name: str, path: str) -> str:
@@ -526,7 +529,7 @@ class PRB_OT_report_missing_caches(bpy.types.Operator):
     bl_options = {"INTERNAL"}
 
     def execute(self, context):
-        for name, path in _missing_at_load:
+        for name, path in missing_at_load():
             self.report({"WARNING"}, missing_cache_message(name, path))
         return {"FINISHED"}
 
@@ -579,7 +582,7 @@ def draw_bake_to(layout, scene, bodies: int, instancers: dict | None = None) -> 
             layout.label(text=f"{name}: {count:,} instances bake to Instances only", icon="ERROR")
         if bodies > SUGGEST_INSTANCES_ABOVE and not instancers:
             layout.label(text=f"{bodies:,} bodies: Bake To Instances is lighter", icon="INFO")
-    for name, _path in _missing_at_load:
+    for name, _path in missing_at_load():
         layout.label(text=f"{name}: cache file missing, bake again", icon="ERROR")
 
 

@@ -350,6 +350,13 @@ def test_missing_cache_warns_on_load_and_plays_the_first_frame(registered, blend
     played = play_without_addon(blend)  # no crash; the bodies stay where they started
     got = np.array([m for _n, m in played[f"{float(FRAMES[1])}"]])
     np.testing.assert_allclose(got, first, atol=2e-5)
+    # baked again, the cache is back: no warning left in the panel; cleared, none either
+    run_job(bake_mode="INSTANCES")
+    assert bake_instances.missing_at_load() == []
+    Path(bake_instances.cache_file(bpy.data.objects[result.cache_object])).unlink()
+    assert [name for name, _path in bake_instances.missing_at_load()] == [result.cache_object]
+    bake_instances.clear_scene_instances(bpy.context.scene)
+    assert bake_instances.missing_at_load() == []
 
 
 def test_cli_bakes_instances_beside_the_output_and_refuses_an_unwritable_folder(registered, blend, tmp_path):

@@ -160,9 +160,9 @@ def test_committed_scene_bakes_with_the_cli(tmp_path, name, frames):
     variants; towers.blend and ramp.blend are baked as saved there): keys on every dynamic body,
     and nothing moves faster than it could."""
     baked = tmp_path / f"{name}_baked.blend"
-    if name == "scatter":
+    if name == "scatter":  # baked to instances, the scene's Bake To, without saying so on the command line
         _run(["addon/cli.py", "--scene", ROOT / "sample_scenes" / f"{name}.blend", "--output", baked,
-              "--frames", 1, frames, "--bake-mode", "instances"])
+              "--frames", 1, frames])
         poses = instance_poses(tmp_path, baked, [1, frames])
         assert len(poses[1]) == len(poses[frames]) >= 300
         t = (frames - 1) / FPS
