@@ -32,6 +32,18 @@ for variant in "$@"; do
                 --setting solve_passes=2 --setting relax_passes=1) ;;
     x3p1) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
                 --setting solve_passes=1 --setting relax_passes=1) ;;
+    # X2: x3 with each pair's records reduced to manifolds of 4 points, solved together (x2*) or one
+    # after another (x2s*), with 16 + 4 or N + 1 passes
+    x2) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
+              --setting manifold_points=4) ;;
+    x2p[0-9]*|x2s[0-9]*|x2c[0-9]*)
+        order=jacobi friction=points; [ "${variant:2:1}" = s ] && order=sequential
+        [ "${variant:2:1}" = c ] && order=sequential friction=centre
+        args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
+              --setting manifold_points=4 --setting manifold_order="$order" --setting manifold_friction="$friction"
+              --setting solve_passes="${variant:3}" --setting relax_passes=1) ;;
+    x2s) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
+               --setting manifold_points=4 --setting manifold_order=sequential) ;;
     *) echo "unknown variant $variant"; exit 2 ;;
   esac
   name=${variant}_${CUBES:-1000}_s${SEED:-0}

@@ -212,7 +212,9 @@ inline int history_slot(const int *old_key, int key)
 // f 1: (arm from i's body centre to the contact point, depth), f 2: (arm from the other body's
 // centre, or a static side's velocity at the point; share), f 3: the accumulated impulses
 // (tangential xyz, normal), starting from those it ended its last substep with (kept in the friction
-// history's slot, history_impulse), f 4: (friction coefficient, restitution, impact speed, 0).
+// history's slot, history_impulse), f 4: (friction coefficient, restitution, impact speed, w) with w
+// the substeps started since the detection, or with manifolds the most normal impulse the record
+// carried since (62_pair_solve.cl: what gates its restitution).
 // The impact speed is the fastest the contact has closed since it last parted (kept in the friction
 // history's slot, history_impact): an impact faster than IMPACT_SPEED parts at its restitution
 // times that speed.
@@ -235,7 +237,12 @@ inline void write_solve_record(SolveRecords sr, const int *old_key, int key, int
                                int mat_i, int mat_j, float closing)
 {
     int old = history_slot(old_key, key);
-    float impact = (closing > 0.0f) ? fmax(closing, (old >= 0) ? sr.impact_in[old * stride] : 0.0f) : 0.0f;
+    // with manifolds the approach speed at this detection alone (Box2D's relativeVelocity): their
+    // restitution pass (62_pair_solve.cl) runs once per detection, so an impact it parted does
+    // not part again at the next detection
+    float impact = (closing > 0.0f)
+                 ? ((MANIFOLD_POINTS > 0) ? closing : fmax(closing, (old >= 0) ? sr.impact_in[old * stride] : 0.0f))
+                 : 0.0f;
     sr.impact_out[slot * stride] = impact;
     float4 warm = (float4)(0.0f);
     if (old >= 0) {

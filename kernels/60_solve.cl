@@ -52,7 +52,8 @@ inline float split_inverse_mass(SolveBody s, float3 arm, float3 u, __global cons
 // solve or relax pass from the two sides' velocities now; a, b with their mass shares.
 inline float4 solve_record_impulse(
     __global const float4 *r, int stride, SolveBody a, SolveBody b, float substep, float4 solve_constants,
-    bool relax, __global const float *body_mass, __global const float *body_inv_inertia, float depth_shift)
+    bool relax, __global const float *body_mass, __global const float *body_inv_inertia, float depth_shift,
+    bool friction)
 {
     float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride], f4 = r[4 * stride];
     int other = as_int(f0.w);
@@ -68,7 +69,8 @@ inline float4 solve_record_impulse(
     // restitution, faded in from half IMPACT_SPEED so no contact switches it on or off abruptly
     // (f4.w: the substeps the record has started since its detection, SUBSTEPS_PER_DETECTION > 1:
     // an impact parts once, in the substep of its detection, as each substep's detection would)
-    float bounce = (f4.w > 1.5f) ? 0.0f : clamp(2.0f * f4.z / IMPACT_SPEED - 1.0f, 0.0f, 1.0f);
+    // (with manifolds restitution is a pass of its own, 62_pair_solve.cl restitution_impulse)
+    float bounce = (MANIFOLD_POINTS > 0 || f4.w > 1.5f) ? 0.0f : clamp(2.0f * f4.z / IMPACT_SPEED - 1.0f, 0.0f, 1.0f);
     // soft below the slop (solve_constants.w < 1): a load shared by a face's redundant contacts
     // settles as on stiff springs instead of cycling; an impact stays rigid, faded in with it
     float mass_scale = 1.0f, impulse_scale = 0.0f;
@@ -86,6 +88,7 @@ inline float4 solve_record_impulse(
                  ? fmax(lambda.w + share * (vn - allowed) / k_n, 0.0f)
                  : fmax(lambda.w + mass_scale * share * (vn - allowed) / k_n - impulse_scale * lambda.w, 0.0f);
     float3 tangential = lambda.xyz;
+    if (!friction) return (float4)(tangential, normal);  // held at the manifold's centre (62)
     float3 v_t = v_rel - vn * n;
     float slip = length(v_t);
     if (slip > 1e-9f) {
@@ -136,7 +139,7 @@ inline void solve_particle_contacts(
             SolveBody b = solve_body(other, body_velocity, body_angular_velocity, body_orientation, body_solve_count,
                                      body_quiet, sleep);
             float4 next = solve_record_impulse(r, stride, a, b, substep, solve_constants, relax, body_mass,
-                                               body_inv_inertia, 0.0f);
+                                               body_inv_inertia, 0.0f, true);
             float3 j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on i
             r[3 * stride] = next;
             history_impulse_out[k * stride + i] = next;

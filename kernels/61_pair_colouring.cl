@@ -27,6 +27,135 @@ inline int record_pair(int b, int other, __global const float *body_quiet, float
     return (other >= 0) ? other : STATIC_BODY;
 }
 
+#if MANIFOLD_POINTS > 0
+// A pair's records reduced to manifolds of at most MANIFOLD_POINTS points per group of normals
+// (core/manifold.py reduce_manifold, Box3D's b3ReduceManifoldPoints; SimulationSettings.manifold_points)
+
+// Box3D's b3ArbitraryPerp: a fixed vector normal to unit n
+inline float3 arbitrary_perpendicular(float3 n)
+{
+    const float a = 0.67f, b = -0.42f;
+    if (fabs(n.x) > 0.5f) return (float3)(a * n.y + b * n.z, -a * n.x, -b * n.x);
+    if (fabs(n.y) > 0.5f) return (float3)(a * n.y, -a * n.x + b * n.z, -b * n.y);
+    return (float3)(a * n.z, b * n.z, -a * n.x - b * n.y);
+}
+
+inline __global float4 *listed_record(__global const int *records, int t, int stride, __global float4 *solve_record)
+{
+    int slot = records[t];
+    int k = slot / stride;
+    return solve_record + k * SOLVE_FIELDS * stride + (slot - k * stride);
+}
+
+// the first group whose normal is within MANIFOLD_NORMAL_COSINE of n, or -1
+inline int manifold_group(float3 n, const float3 *group_normals, int groups)
+{
+    for (int g = 0; g < groups; ++g)
+        if (dot(n, group_normals[g]) >= MANIFOLD_NORMAL_COSINE) return g;
+    return -1;
+}
+
+inline bool manifold_chosen(int t, const int *chosen, int from, int to)
+{
+    for (int m = from; m < to; ++m)
+        if (chosen[m] == t) return true;
+    return false;
+}
+
+// The records listed at records[0, count) cut to their manifolds' points in place, in their order:
+// the points kept count fully (share 1), the others' impulses are dropped (not applied, nor
+// warm-started at the next detection). Returns how many are kept.
+inline int reduce_pair_records(__global int *records, int count, int stride, __global float4 *solve_record,
+                               __global float4 *history_impulse_out)
+{
+    float3 group_normals[MANIFOLD_GROUPS];
+    int groups = 0;
+    for (int t = 0; t < count && groups < MANIFOLD_GROUPS; ++t) {
+        float3 n = listed_record(records, t, stride, solve_record)[0].xyz;
+        if (manifold_group(n, group_normals, groups) < 0) group_normals[groups++] = n;
+    }
+    int chosen[MANIFOLD_GROUPS * MANIFOLD_POINTS];
+    int chosen_count = 0;
+    for (int g = 0; g < groups; ++g) {
+        float3 n = group_normals[g];
+        int base = chosen_count;
+        // 1: the deepest, ties along a fixed tangent (a later one beats it by MANIFOLD_TIE metres)
+        float3 search = arbitrary_perpendicular(n);
+        int best = -1;
+        float best_score = 0.0f;
+        for (int t = 0; t < count; ++t) {
+            __global const float4 *r = listed_record(records, t, stride, solve_record);
+            if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
+            float score = r[stride].w + dot(search, r[stride].xyz);
+            if (best < 0 || score > best_score + MANIFOLD_TIE) { best = t; best_score = score; }
+        }
+        chosen[chosen_count++] = best;
+        if (MANIFOLD_POINTS < 2) continue;
+        float3 a = listed_record(records, best, stride, solve_record)[stride].xyz;
+        // 2: the furthest from it in the plane (and deep)
+        best = -1;
+        best_score = MANIFOLD_TOLERANCE2;
+        for (int t = 0; t < count; ++t) {
+            __global const float4 *r = listed_record(records, t, stride, solve_record);
+            if (manifold_group(r[0].xyz, group_normals, groups) != g || manifold_chosen(t, chosen, base, chosen_count))
+                continue;
+            float3 d = r[stride].xyz - a;
+            d -= dot(d, n) * n;
+            float depth = fmax(r[stride].w, 0.0f);
+            float score = dot(d, d) + 4.0f * depth * depth;
+            if (MANIFOLD_PECKING * score > best_score) { best = t; best_score = score; }
+        }
+        if (best < 0) continue;
+        chosen[chosen_count++] = best;
+        if (MANIFOLD_POINTS < 3) continue;
+        float3 b = listed_record(records, best, stride, solve_record)[stride].xyz;
+        float3 ba = b - a;
+        // 3: the largest triangle with those two
+        best = -1;
+        best_score = MANIFOLD_TOLERANCE2;
+        float best_area = 0.0f;
+        for (int t = 0; t < count; ++t) {
+            __global const float4 *r = listed_record(records, t, stride, solve_record);
+            if (manifold_group(r[0].xyz, group_normals, groups) != g || manifold_chosen(t, chosen, base, chosen_count))
+                continue;
+            float area = dot(n, cross(ba, r[stride].xyz - a));
+            if (MANIFOLD_PECKING * fabs(area) > best_score) { best = t; best_score = fabs(area); best_area = area; }
+        }
+        if (best < 0) continue;
+        chosen[chosen_count++] = best;
+        if (MANIFOLD_POINTS < 4) continue;
+        float3 c = listed_record(records, best, stride, solve_record)[stride].xyz;
+        float sign = (best_area < 0.0f) ? -1.0f : 1.0f;
+        // 4: the most area added outside the triangle
+        best = -1;
+        best_score = MANIFOLD_TOLERANCE2;
+        for (int t = 0; t < count; ++t) {
+            __global const float4 *r = listed_record(records, t, stride, solve_record);
+            if (manifold_group(r[0].xyz, group_normals, groups) != g || manifold_chosen(t, chosen, base, chosen_count))
+                continue;
+            float3 p = r[stride].xyz;
+            float score = fmax(sign * dot(n, cross(p - a, ba)),
+                               fmax(sign * dot(n, cross(p - b, c - b)), sign * dot(n, cross(p - c, a - c))));
+            if (MANIFOLD_PECKING * score > best_score) { best = t; best_score = score; }
+        }
+        if (best >= 0) chosen[chosen_count++] = best;
+    }
+    int kept = 0;
+    for (int t = 0; t < count; ++t) {
+        int slot = records[t];
+        __global float4 *r = listed_record(records, t, stride, solve_record);
+        if (manifold_group(r[0].xyz, group_normals, groups) < 0 || manifold_chosen(t, chosen, 0, chosen_count)) {
+            r[2 * stride].w = 1.0f;
+            records[kept++] = slot;
+        } else {
+            r[3 * stride] = (float4)(0.0f);
+            history_impulse_out[slot] = (float4)(0.0f);
+        }
+    }
+    return kept;
+}
+#endif
+
 __kernel void list_solve_pairs(
     const int body_count,
     const int history_stride,
@@ -35,7 +164,9 @@ __kernel void list_solve_pairs(
     __global const int *body_first_particle,
     __global const int *body_particle_count,
     __global const uchar *solve_count,
-    __global const float4 *solve_record,
+    __global float4 *solve_record,
+    __global float4 *history_impulse_out,
+    __global const int *history_key_out,
     __global const float *body_quiet,
     __global int *pair_other,
     __global int *pair_count,
@@ -97,7 +228,8 @@ __kernel void list_solve_pairs(
         atomic_max(pair_totals + 1, max_pairs + 1);  // the host doubles the slots until they hold it
         return;
     }
-    // each pair's records in the order of the pass above (particle, then slot), the pairs one after
+    // each pair's records in the order of the pass above (particle, then slot; with manifolds,
+    // particle, then friction key), the pairs one after
     // another from the start of the body's region; the counts count them again as they go
     __global int *start_of = pair_record_start + b * max_pairs;
     int next_start = first * FRICTION_SLOTS;
@@ -107,7 +239,25 @@ __kernel void list_solve_pairs(
         records_of[p] = 0;
     }
     for (int i = first; i < end && listed; ++i) {
-        for (int k = 0; k < solve_count[i]; ++k) {
+        int count = solve_count[i];
+        int slot_order[FRICTION_SLOTS];
+        for (int k = 0; k < count; ++k) slot_order[k] = k;
+#if MANIFOLD_POINTS > 0
+        // a particle's records by their friction key, not their slot: the slots follow the
+        // neighbour lists' order, which differs between devices and the reference, and a manifold
+        // (its groups' leading normals, its points' pecking order, the sequential order) depends
+        // on the order its records are visited in
+        for (int k = 1; k < count; ++k) {
+            int s = slot_order[k], key_s = history_key_out[s * history_stride + i], at = k;
+            while (at > 0 && history_key_out[slot_order[at - 1] * history_stride + i] > key_s) {
+                slot_order[at] = slot_order[at - 1];
+                --at;
+            }
+            slot_order[at] = s;
+        }
+#endif
+        for (int o = 0; o < count; ++o) {
+            int k = slot_order[o];
             int key = record_pair(b, as_int(solve_record[k * SOLVE_FIELDS * history_stride + i].w), body_quiet, sleep);
             if (key == NOT_A_PAIR) continue;
             int at = 0;
@@ -115,6 +265,13 @@ __kernel void list_solve_pairs(
             pair_records[start_of[at] + records_of[at]++] = k * history_stride + i;
         }
     }
+#if MANIFOLD_POINTS > 0
+    for (int p = 0; p < listed; ++p) {
+        records_of[p] = reduce_pair_records(pair_records + start_of[p], records_of[p], history_stride, solve_record,
+                                            history_impulse_out);
+        share_of[p] = (float)records_of[p];
+    }
+#endif
 }
 
 // Jones-Plassmann rounds with a greedy colour: each round, every pair not yet coloured bids its

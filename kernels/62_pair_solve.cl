@@ -8,7 +8,10 @@
 // all colours carries a load down a whole stack instead of one body per Jacobi pass, and ends the
 // cycle the Jacobi form's partial warm start ran into (E14). The sum is reduced in a fixed order:
 // deterministic. solve_kind: 0 the warm start (the impulses the records start with), 1 a solve
-// pass, 2 a relax pass (no push-out, velocities only).
+// pass, 2 a relax pass (no push-out, velocities only), 3 a restitution pass (manifolds only:
+// after the relax passes of a detection's last substep, restitution_impulse).
+
+#define SOLVE_PASS_BACKWARD 4
 
 inline void pair_lane_sums(float *sums, float3 impulse, float3 moment_a, float3 moment_b)
 {
@@ -16,6 +19,171 @@ inline void pair_lane_sums(float *sums, float3 impulse, float3 moment_a, float3 
     sums[3] = moment_a.x; sums[4] = moment_a.y; sums[5] = moment_a.z;
     sums[6] = moment_b.x; sums[7] = moment_b.y; sums[8] = moment_b.z;
 }
+
+// The pair's velocities (a and b, as the pass sees them) after impulse j on a at arm_a and -j on b
+// at arm_b (b.body < 0: a static side, unmoved)
+inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, float3 j, __global const float *body_mass,
+                      __global const float *body_inv_inertia)
+{
+    a->v += j / body_mass[a->body];
+    a->w += angular_velocity(a->q, body_inv_inertia + 9 * a->body, cross(arm_a, j));
+    if (b->body >= 0) {
+        b->v -= j / body_mass[b->body];
+        b->w -= angular_velocity(b->q, body_inv_inertia + 9 * b->body, cross(arm_b, j));
+    }
+}
+
+// A record's accumulated impulses after a restitution pass (manifolds only; Box2D's
+// b2ApplyRestitution, reference.py _restitution_impulse), at a detection's last substep after the
+// relax passes, on pairs where either body takes an impact: a point that approached faster than
+// IMPACT_SPEED at its detection (f4.z) and carried a normal impulse since (f4.w: a speculative
+// point that never touched does not bounce, one that touched and parted within the step does) is
+// given the normal impulse that parts it at its restitution (f4.y) times that speed; any other
+// point stops closing as in a relax pass, so the bodies under a struck one hold while it rebounds.
+// Rigid, velocities only; the accumulated impulse stays >= 0.
+inline float4 restitution_impulse(__global const float4 *r, int stride, SolveBody a, SolveBody b, float substep,
+                                  float slop, float depth_shift, __global const float *body_mass,
+                                  __global const float *body_inv_inertia)
+{
+    float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride], f4 = r[4 * stride];
+    int other = as_int(f0.w);
+    float3 n = f0.xyz, arm_i = f1.xyz;
+    float3 v_j = (other >= 0) ? b.v + cross(b.w, f2.xyz) : f2.xyz;
+    float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
+    float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
+                  ? -f4.y * f4.z
+                  : fmax((slop - (f1.w + depth_shift)) / substep, 0.0f);
+    float k_n = split_inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
+              + ((other >= 0) ? split_inverse_mass(b, f2.xyz, n, body_mass, body_inv_inertia) : 0.0f);
+    lambda.w = fmax(lambda.w + f2.w * (vn - allowed) / k_n, 0.0f);
+    return lambda;
+}
+
+#if MANIFOLD_SEQUENTIAL && !MANIFOLD_CENTRE_FRICTION
+// Box2D's friction (contact_solver.c b2SolveContact, relax passes only, after all the normals): each
+// point in turn from the velocities now, limited by mu times its normal impulse now
+// (reference.py _point_friction); the changes added to the pass's sums.
+inline void point_friction(__global const int *records, int count, int stride, __global float4 *solve_record,
+                           __global float4 *history_impulse_out, SolveBody *A, SolveBody *B,
+                           __global const float *body_mass, __global const float *body_inv_inertia,
+                           float3 *impulse, float3 *moment_a, float3 *moment_b)
+{
+    for (int t = 0; t < count; ++t) {
+        __global float4 *r = listed_record(records, t, stride, solve_record);
+        float3 n = r[0].xyz, arm_a = r[stride].xyz, arm_b = r[2 * stride].xyz;
+        float4 lambda = r[3 * stride];
+        float3 v_b = (B->body >= 0) ? B->v + cross(B->w, arm_b) : arm_b;
+        float3 v_rel = A->v + cross(A->w, arm_a) - v_b;
+        float3 v_t = v_rel - dot(v_rel, n) * n;
+        float slip = length(v_t);
+        float3 tangential = lambda.xyz;
+        if (slip > 1e-9f) {
+            float3 u = v_t / slip;
+            float k_t = split_inverse_mass(*A, arm_a, u, body_mass, body_inv_inertia)
+                      + ((B->body >= 0) ? split_inverse_mass(*B, arm_b, u, body_mass, body_inv_inertia) : 0.0f);
+            tangential -= r[2 * stride].w * v_t / k_t;
+        }
+        float limit = r[4 * stride].x * lambda.w;
+        float held = length(tangential);
+        if (held > limit) tangential *= (held > 0.0f) ? limit / held : 0.0f;
+        float3 j = tangential - lambda.xyz;
+        lambda.xyz = tangential;
+        r[3 * stride] = lambda;
+        history_impulse_out[records[t]] = lambda;
+        *impulse += j;
+        *moment_a += cross(arm_a, j);
+        *moment_b -= cross(arm_b, j);
+        move_pair(A, B, arm_a, arm_b, j, body_mass, body_inv_inertia);
+    }
+}
+#endif
+
+#if MANIFOLD_CENTRE_FRICTION
+// Box3D's friction of each manifold of the pair (a group of normals, 61 manifold_group) at its
+// centre and its twist about the normal, from the velocities now (reference.py _centre_friction).
+// Kept as the points' tangential impulses: an equal share of the centre's plus the twist spread
+// as tau (n x d) / sum |d|^2 (d: a point's offset from the centre in the plane), which sum to the
+// centre's impulse and have the twist as moment; their changes added to the pass's sums.
+inline void centre_friction(__global const int *records, int count, int stride, __global float4 *solve_record,
+                            __global float4 *history_impulse_out, SolveBody *A, SolveBody *B,
+                            __global const float *body_mass, __global const float *body_inv_inertia,
+                            float3 *impulse, float3 *moment_a, float3 *moment_b)
+{
+    float3 group_normals[MANIFOLD_GROUPS];
+    int groups = 0;
+    for (int t = 0; t < count && groups < MANIFOLD_GROUPS; ++t) {
+        float3 n = listed_record(records, t, stride, solve_record)[0].xyz;
+        if (manifold_group(n, group_normals, groups) < 0) group_normals[groups++] = n;
+    }
+    for (int g = 0; g < groups; ++g) {
+        float3 n = group_normals[g];
+        float3 centre_a = (float3)(0.0f), centre_b = (float3)(0.0f);
+        int members = 0;
+        for (int t = 0; t < count; ++t) {
+            __global const float4 *r = listed_record(records, t, stride, solve_record);
+            if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
+            centre_a += r[stride].xyz;
+            centre_b += r[2 * stride].xyz;
+            ++members;
+        }
+        centre_a /= (float)members;
+        centre_b /= (float)members;
+        float load = 0.0f, twist = 0.0f, spread = 0.0f, twist_limit = 0.0f, mu = -1.0f;  // mu: the first point's
+        float3 held = (float3)(0.0f);
+        for (int t = 0; t < count; ++t) {
+            __global const float4 *r = listed_record(records, t, stride, solve_record);
+            if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
+            float3 d = r[stride].xyz - centre_a;
+            d -= dot(d, n) * n;
+            float4 lambda = r[3 * stride];
+            if (mu < 0.0f) mu = r[4 * stride].x;
+            load += lambda.w;
+            held += lambda.xyz;
+            twist += dot(n, cross(d, lambda.xyz));
+            spread += dot(d, d);
+            twist_limit += length(d) * lambda.w;
+        }
+        twist_limit *= mu;
+        float3 v_c = (B->body >= 0) ? B->v + cross(B->w, centre_b) : centre_b;
+        float3 v_rel = A->v + cross(A->w, centre_a) - v_c;
+        float3 v_t = v_rel - dot(v_rel, n) * n;
+        float slip = length(v_t);
+        if (slip > 1e-9f) {
+            float3 t = v_t / slip;
+            float k_t = split_inverse_mass(*A, centre_a, t, body_mass, body_inv_inertia)
+                      + ((B->body >= 0) ? split_inverse_mass(*B, centre_b, t, body_mass, body_inv_inertia) : 0.0f);
+            held -= v_t / k_t;
+        }
+        float size = length(held);
+        if (size > mu * load) held *= (size > 0.0f) ? mu * load / size : 0.0f;
+        if (spread > 0.0f) {
+            float k_w = dot(n, angular_velocity(A->q, body_inv_inertia + 9 * A->body, n));
+            float w_rel = dot(n, A->w);
+            if (B->body >= 0) {
+                k_w += dot(n, angular_velocity(B->q, body_inv_inertia + 9 * B->body, n));
+                w_rel -= dot(n, B->w);
+            }
+            twist = clamp(twist - w_rel / k_w, -twist_limit, twist_limit);
+        }
+        for (int t = 0; t < count; ++t) {
+            __global float4 *r = listed_record(records, t, stride, solve_record);
+            if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
+            float3 d = r[stride].xyz - centre_a;
+            d -= dot(d, n) * n;
+            float4 lambda = r[3 * stride];
+            float3 tangential = held / (float)members + ((spread > 0.0f) ? twist / spread * cross(n, d) : (float3)(0.0f));
+            float3 j = tangential - lambda.xyz;
+            lambda.xyz = tangential;
+            r[3 * stride] = lambda;
+            history_impulse_out[records[t]] = lambda;
+            *impulse += j;
+            *moment_a += cross(r[stride].xyz, j);
+            *moment_b -= cross(r[2 * stride].xyz, j);
+            move_pair(A, B, r[stride].xyz, r[2 * stride].xyz, j, body_mass, body_inv_inertia);
+        }
+    }
+}
+#endif
 
 __kernel void solve_pair_contacts(
     const int solve_colour,
@@ -54,13 +222,24 @@ __kernel void solve_pair_contacts(
     int g = colour_pairs[start + get_group_id(0)];
     int b = g / max_pairs, c = pair_other[g];
     int stride = history_stride;
-    bool warm = solve_kind == 0, relax = solve_kind == 2;
-    float split = fmax(pair_share[g], 1e-6f);
+    // solve_kind: the pass's kind (above), plus SOLVE_PASS_BACKWARD for a sequential sweep from the
+    // pair's last point to its first
+    int kind = solve_kind & (SOLVE_PASS_BACKWARD - 1);
+    bool backward = MANIFOLD_SEQUENTIAL && (solve_kind & SOLVE_PASS_BACKWARD);
+    bool warm = kind == 0, relax = kind == 2, restitution = kind == 3;
+    bool struck = body_impact[b] || (c >= 0 && body_impact[c]);
+    if (restitution && !struck) return;  // no impact on either body: nothing to part (the whole group)
+    // MANIFOLD_SEQUENTIAL: the records one after another at full mass (lane 0), each seeing the
+    // last one's impulse (Box2D's order within a manifold; SimulationSettings.manifold_order), every
+    // other substep last to first (the host adds SOLVE_PASS_BACKWARD): the first point takes more
+    // of a pass than the last, and always the same first point tilted every stacked pair the same
+    // way (a 40-cube column crept 10 cm in 3 s; alternating, 1 mm)
+    float split = MANIFOLD_SEQUENTIAL ? 1.0f : fmax(pair_share[g], 1e-6f);
     // soft contacts, but rigid where either body takes an impact this substep: a soft contact
     // under an impact's load gives way (its leak) and the impact's rebound with it (a cube dropped
     // on a resting one rebounded at 0.75-0.88 of its restitution)
     float4 constants = solve_constants;
-    if (body_impact[b] || (c >= 0 && body_impact[c])) constants.w = 1.0f;
+    if (struck) constants.w = 1.0f;
     SolveBody A = {body_velocity[b].xyz, body_angular_velocity[b].xyz, body_orientation[b], split, b};
     SolveBody B = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, c};
     if (c >= 0) {
@@ -84,8 +263,10 @@ __kernel void solve_pair_contacts(
     float3 impulse = (float3)(0.0f), moment_a = (float3)(0.0f), moment_b = (float3)(0.0f);
     __global const int *records = pair_records + pair_record_start[g];
     int record_count = pair_record_count[g];
-    for (int t = lane; t < record_count; t += PAIR_LANES) {
-        int slot = records[t];  // k * stride + i: the record's friction slot k of particle i
+    int first_record = MANIFOLD_SEQUENTIAL ? ((lane == 0) ? 0 : record_count) : lane;
+    int record_step = MANIFOLD_SEQUENTIAL ? 1 : PAIR_LANES;
+    for (int t = first_record; t < record_count; t += record_step) {
+        int slot = records[backward ? record_count - 1 - t : t];  // k * stride + i: friction slot k of particle i
         int k = slot / stride, i = slot - k * stride;
         __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
         float3 n = r[0].xyz;
@@ -93,7 +274,7 @@ __kernel void solve_pair_contacts(
         float3 j;
         if (warm) {
             j = -lambda.w * n + lambda.xyz;
-#if SUBSTEPS_PER_DETECTION > 1
+#if SUBSTEPS_PER_DETECTION > 1 && MANIFOLD_POINTS == 0
             r[4 * stride].w += 1.0f;  // substeps started since the detection (solve_record_impulse)
 #endif
         } else {
@@ -107,16 +288,34 @@ __kernel void solve_pair_contacts(
             }
             depth_shift = dot(shift, n);
 #endif
-            float4 next = solve_record_impulse(r, stride, A, B, substep, constants, relax, body_mass,
-                                               body_inv_inertia, depth_shift);
+            float4 next = restitution
+                        ? restitution_impulse(r, stride, A, B, substep, constants.x, depth_shift, body_mass,
+                                              body_inv_inertia)
+                        : solve_record_impulse(r, stride, A, B, substep, constants, relax, body_mass,
+                                               body_inv_inertia, depth_shift, !MANIFOLD_SEQUENTIAL);
             j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
             r[3 * stride] = next;
+#if MANIFOLD_POINTS > 0
+            r[4 * stride].w = fmax(r[4 * stride].w, next.w);  // the most it carried since its detection
+#endif
             history_impulse_out[slot] = next;
         }
         impulse += j;
         moment_a += cross(r[stride].xyz, j);
         moment_b -= cross(r[2 * stride].xyz, j);  // c's arm (a static side's velocity: unused)
+        if (MANIFOLD_SEQUENTIAL && !warm) move_pair(&A, &B, r[stride].xyz, r[2 * stride].xyz, j, body_mass, body_inv_inertia);
     }
+    // in sequence (Box2D's order): the normals in every pass, friction after them in the relax passes
+#if MANIFOLD_SEQUENTIAL && !MANIFOLD_CENTRE_FRICTION
+    if (relax && lane == 0)
+        point_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, body_mass,
+                       body_inv_inertia, &impulse, &moment_a, &moment_b);
+#endif
+#if MANIFOLD_CENTRE_FRICTION
+    if (relax && lane == 0)
+        centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, body_mass,
+                        body_inv_inertia, &impulse, &moment_a, &moment_b);
+#endif
     float sums[9];
     pair_lane_sums(sums, impulse, moment_a, moment_b);
     for (int s = 0; s < 9; ++s) lane_sums[s * PAIR_LANES + lane] = sums[s];
@@ -130,7 +329,7 @@ __kernel void solve_pair_contacts(
     impulse = (float3)(lane_sums[0], lane_sums[PAIR_LANES], lane_sums[2 * PAIR_LANES]);
     moment_a = (float3)(lane_sums[3 * PAIR_LANES], lane_sums[4 * PAIR_LANES], lane_sums[5 * PAIR_LANES]);
     moment_b = (float3)(lane_sums[6 * PAIR_LANES], lane_sums[7 * PAIR_LANES], lane_sums[8 * PAIR_LANES]);
-    bool move = !relax;
+    bool move = kind < 2;  // relax and restitution: velocities only
     change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
                         body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity);
     if (c >= 0)

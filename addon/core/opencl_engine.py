@@ -43,8 +43,9 @@ from .contact_geometry import CONTACT_GEOMETRY
 from .device import KERNEL_OPENCL_C, create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
+from .manifold import manifold_defines
 from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, grown_max_pairs
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, WARM_START_FRACTION,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES, WARM_START_FRACTION,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SimulationSettings, derive_contact_parameters,
                        solve_softness)
 from .state import BodyState, StateMixin
@@ -84,6 +85,7 @@ STAGES = (
 SOLVE_KERNELS = tuple(kernel for stage in STAGES if stage.number >= 60 for kernel in stage.kernels)
 # the same OpenCL C on every device, macOS's included (device.py refuses a device below it)
 OPENCL_C_STANDARD = "-cl-std=CL%d.%d" % KERNEL_OPENCL_C
+SOLVE_PASS_BACKWARD = 4  # added to a pass's kind: each pair's points swept last to first (62_pair_solve.cl)
 SOLVE_FIELDS = 5  # float4s per contact record: keep equal to 00_common.h's SOLVE_FIELDS
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
@@ -293,7 +295,7 @@ class OpenCLEngine(StateMixin):
                    f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
                    f"-DWARM_START_FRACTION={WARM_START_FRACTION[self.settings.solve_form]!r}f",
                    f"-DPAIR_LANES={self.pair_lanes}", f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
-                   f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}",
+                   f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", *manifold_defines(self.settings, model.particle_radius),
                    "-cl-denorms-are-zero", OPENCL_C_STANDARD]
         source = program_source()
         self.build_options = tuple(options)
@@ -648,7 +650,7 @@ class OpenCLEngine(StateMixin):
             for kernels, global_size, local_size, _ in launches:
                 enqueue(queue, kernels[parity], global_size, local_size)
         if self.coloured_solve:
-            self._enqueue_pair_solve(parity, detecting)
+            self._enqueue_pair_solve(parity, detecting, phase == every - 1)
         # the double buffers (friction history, touched and rebuild flags) swap once per detection
         if phase == every - 1:
             self.substep_parity = 1 - parity
@@ -715,12 +717,18 @@ class OpenCLEngine(StateMixin):
         self.colour_pair_counts = counts  # the last substep's
         return counts
 
-    def _enqueue_pair_solve(self, parity, detecting=True):
+    def _enqueue_pair_solve(self, parity, detecting=True, last_of_detection=True):
         """The coloured solve's launches (62_pair_solve.cl): the warm start, the solve passes and the
-        relax passes, each a launch per colour, a work-group of pair_lanes work-items per pair; the
-        pairs listed and coloured when the contacts were detected."""
+        relax passes, with manifolds at a detection's last substep the restitution passes, each a
+        launch per colour, a work-group of pair_lanes work-items per pair; the pairs listed and
+        coloured when the contacts were detected."""
         counts = self._colour_pairs(parity) if detecting else self.colour_pair_counts
         kinds = [0] + [1] * self.solve_passes + [2] * self.settings.relax_passes
+        if self.settings.manifold_points and last_of_detection:
+            kinds += [3] * MANIFOLD_RESTITUTION_PASSES  # once per detection (62_pair_solve.cl)
+        if self.settings.manifold_order == "sequential" and self.substeps_done % 2:
+            # every other substep each pair's points last to first (reference.py _solve_pairs)
+            kinds = [kind | SOLVE_PASS_BACKWARD if kind else kind for kind in kinds]
         lanes = self.pair_lanes
         sizes = [((int(count) * lanes,), (lanes,)) for count in counts]
         for kind in kinds:

@@ -27,9 +27,11 @@ from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, WHOLE_VOXEL_REACH, e
                           push_out_birth_depth, voxel_pair)
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
+from .manifold import manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, ROLLING_REGULARIZATION, ROTATION_SWEEPS,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES,
+                       ROLLING_REGULARIZATION, ROTATION_SWEEPS,
                        WARM_START_FRACTION, SimulationSettings, derive_contact_parameters,
                        solve_softness)
 from .state import BodyState, StateMixin
@@ -106,6 +108,10 @@ class ReferenceEngine(StateMixin):
     # -- body kinematics -------------------------------------------------------------------
     def _rotation(self, b):
         return quaternion_to_matrix(self.q[b])
+
+    def _inverse_inertia(self, b):
+        rot = self._rotation(b)
+        return rot @ self.model.body_inv_inertia_local[b] @ rot.T
 
     def _omega(self, b):
         rot = self._rotation(b)
@@ -379,7 +385,11 @@ class ReferenceEngine(StateMixin):
         if self.coloured_solve:
             if detecting:
                 self.pairs = self._colour_solve_pairs()
-            for kind in ["warm"] + ["solve"] * self.solve_passes + ["relax"] * self.settings.relax_passes:
+            kinds = ["warm"] + ["solve"] * self.solve_passes + ["relax"] * self.settings.relax_passes
+            if self.settings.manifold_points and last_of_step:
+                # once per detection, after the relax passes (Box2D's b2ApplyRestitution)
+                kinds += ["restitution"] * MANIFOLD_RESTITUTION_PASSES
+            for kind in kinds:
                 self._solve_pairs(kind)
         elif self.solve_passes:
             self._solve("warm")
@@ -546,7 +556,9 @@ class ReferenceEngine(StateMixin):
         if not self.solve_passes:
             return
         old = self._history_slot(slots_in[0], key)
-        impact = max(closing, 0.0 if old is None else self.history_impact[i, old]) if closing > 0 else 0.0
+        # with manifolds the approach speed at this detection alone (00_common.h write_solve_record)
+        impact = (closing if self.settings.manifold_points else
+                  max(closing, 0.0 if old is None else self.history_impact[i, old])) if closing > 0 else 0.0
         self.new_history_impact[i, slot] = impact
         warm = np.zeros(4)
         if old is not None:
@@ -558,7 +570,7 @@ class ReferenceEngine(StateMixin):
             [np.asarray(n, float), int(other), np.asarray(arm_i, float), float(depth), np.asarray(arm_j, float),
              float(share), float(self.params.friction[material_i, material_j]),
              float(self.params.restitution[material_i, material_j]), float(impact), warm[:3], float(warm[3]),
-             int(slot)])
+             int(slot), 0.0])
 
     def _split_inverse_mass(self, b, count, arm, u):
         """Body b's inverse mass along u at arm times its contacts' shares (0: static or asleep)."""
@@ -568,13 +580,13 @@ class ReferenceEngine(StateMixin):
         c = np.cross(arm, u)
         return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
 
-    def _record_impulse(self, record, b, velocity, omega, count, kind, rigid=False):
+    def _record_impulse(self, record, b, velocity, omega, count, kind, rigid=False, friction=True):
         """The record's accumulated impulses (tangential, normal) after a "solve" or "relax" pass
         from the bodies' velocities and angular velocities given, the masses split by ``count``
         (60_solve.cl solve_record_impulse): closing at most what leaves it at the slop after the
         substep, a deeper one pushed out (but not while relaxing), soft below the slop when the
         solve is (Box2D's soft step) unless ``rigid``, an impact parting at its restitution."""
-        n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot = record
+        n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot, _ = record
         depth += self._depth_shift(record, b)
         dt = self.params.substep
         slop = self.settings.solve_slop * self.model.particle_radius
@@ -584,8 +596,9 @@ class ReferenceEngine(StateMixin):
         vn = v_rel @ n
         allowed = (slop - depth) / dt
         # faded in from half IMPACT_SPEED; an impact parts once, in the substep of its detection
-        bounce = 0.0 if self.substeps_done % self.settings.substeps_per_detection else min(
-            max(2.0 * impact / IMPACT_SPEED - 1.0, 0.0), 1.0)
+        # (with manifolds restitution is a pass of its own, _restitution_impulse)
+        parted = self.substeps_done % self.settings.substeps_per_detection or self.settings.manifold_points
+        bounce = 0.0 if parted else min(max(2.0 * impact / IMPACT_SPEED - 1.0, 0.0), 1.0)
         mass_scale, impulse_scale = 1.0, 0.0
         if kind != "relax" and allowed < 0.0 and soft_mass_scale < 1.0:
             soft = 1.0 - bounce
@@ -600,6 +613,8 @@ class ReferenceEngine(StateMixin):
         new_tangential = tangential.copy()
         v_t = v_rel - vn * n
         slip = np.linalg.norm(v_t)
+        if not friction:
+            return new_tangential, new_normal
         if slip > 1e-9:
             t = v_t / slip
             k_t = self._split_inverse_mass(b, count, arm_i, t) + self._split_inverse_mass(other, count, arm_j, t)
@@ -608,6 +623,23 @@ class ReferenceEngine(StateMixin):
         if held > mu * new_normal:
             new_tangential *= mu * new_normal / held if held > 0 else 0.0
         return new_tangential, new_normal
+
+    def _restitution_impulse(self, record, b, velocity, omega, count):
+        """The record's normal impulse in a restitution pass (62_pair_solve.cl restitution_impulse;
+        Box2D's b2ApplyRestitution): a point that approached faster than IMPACT_SPEED at its
+        detection and carried a normal impulse since is given the one that parts it at its
+        restitution times that speed; any other point stops closing (as in a relax pass), so the
+        bodies under a struck one hold while it rebounds. Rigid; the accumulated impulse >= 0."""
+        n, other, arm_i, depth, arm_j, share, _, restitution, impact, _, normal, _, carried = record
+        v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
+        vn = (velocity[b] + np.cross(omega[b], arm_i) - v_j) @ n
+        if impact > IMPACT_SPEED and carried > 0.0 and restitution > 0.0:
+            allowed = -restitution * impact
+        else:
+            depth += self._depth_shift(record, b)
+            allowed = max((self.settings.solve_slop * self.model.particle_radius - depth) / self.params.substep, 0.0)
+        k_n = self._split_inverse_mass(b, count, arm_i, n) + self._split_inverse_mass(other, count, arm_j, n)
+        return max(normal + share * (vn - allowed) / k_n, 0.0)
 
     def _depth_shift(self, record, b):
         """How much deeper the record of body b is at the substep's start than at its detection, from
@@ -691,7 +723,11 @@ class ReferenceEngine(StateMixin):
             if awake[b]:
                 first = m.body_first_particle[b]
                 for i in range(first, first + m.body_particle_count[b]):
-                    for record in sorted(self.records.get(i, ()), key=lambda r: r[11]):
+                    # with manifolds, by friction key (61_pair_colouring.cl list_solve_pairs):
+                    # the slots follow the search order, which the kernels do not share
+                    order = ((lambda r, i=i: self.history_key[i, r[11]]) if self.settings.manifold_points
+                             else (lambda r: r[11]))
+                    for record in sorted(self.records.get(i, ()), key=order):
                         other = record[1]
                         if other < 0 or (other > b and awake[other]):
                             found.append((i, record))
@@ -705,7 +741,30 @@ class ReferenceEngine(StateMixin):
         self.pair_records = [
             [(i, record) for i, record in own[b] if (record[1] == c if c >= 0 else record[1] < 0)]
             for b, c in zip(coloured.pair_body, coloured.pair_other)]
+        if self.settings.manifold_points:
+            for index, listed in enumerate(self.pair_records):
+                coloured.pair_share[index] = self._reduce_pair_records(listed)
         return coloured
+
+    def _reduce_pair_records(self, listed):
+        """A pair's (particle, record) list cut to its manifolds' points (core.manifold;
+        61_pair_colouring.cl reduce_pair_records), in place: the points kept count fully (share 1),
+        the others' impulses are dropped (not applied, nor warm-started at the next detection).
+        Returns the points' shares (the pair's mass split)."""
+        if not listed:
+            return 0.0
+        records = [record for _, record in listed]
+        kept = reduce_manifold(np.array([r[0] for r in records]), np.array([r[2] for r in records]),
+                               np.array([r[3] for r in records]), self.settings.manifold_points,
+                               self.model.particle_radius)
+        for t, (i, record) in enumerate(listed):
+            if t in kept:
+                record[5] = 1.0
+            else:
+                record[9], record[10] = np.zeros(3), 0.0
+                self.new_history_impulse[i, record[11]] = 0.0
+        listed[:] = [listed[t] for t in kept]
+        return float(len(kept))
 
     def _solve_pairs(self, kind):
         """One coloured pass (62_pair_solve.cl): colour after colour, each pair's records on its lower
@@ -719,27 +778,147 @@ class ReferenceEngine(StateMixin):
                 bodies = (b, c) if c >= 0 else (b,)
                 split = max(pairs.pair_share[index], 1e-6)
                 rigid = self.body_impact[b] or (c >= 0 and self.body_impact[c])  # 62_pair_solve.cl
-                count = {body: split for body in bodies}
+                if kind == "restitution" and not rigid:
+                    continue  # no impact on either body: nothing to part
+                # one record after another at full mass, each seeing the last one's impulse
+                sequential = self.settings.manifold_order == "sequential"
+                count = {body: 1.0 if sequential else split for body in bodies}
+                centre_friction = self.settings.manifold_friction == "centre"
                 velocity = {body: self.P[body] / m.body_mass[body] for body in bodies}
                 omega = {body: self._omega(body) for body in bodies}
+                omega_start = dict(omega)
                 impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
-                for i, record in self.pair_records[index]:
+                listed = self.pair_records[index]
+                # in sequence: every other substep last to first (62_pair_solve.cl SOLVE_PASS_BACKWARD),
+                # so the first point's larger share of a pass alternates across the manifold instead
+                # of tilting every stacked pair the same way (a 40-cube column crept 10 cm in 3 s)
+                backward = sequential and kind != "warm" and self.substeps_done % 2 == 1
+                for i, record in (listed[::-1] if backward else listed):
                     n, arm_i, arm_j = record[0], record[2], record[4]
                     tangential, normal, slot = record[9], record[10], record[11]
                     if kind == "warm":
                         j = -normal * n + tangential
                     else:
-                        new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count, kind,
-                                                                          rigid)
+                        if kind == "restitution":
+                            new_tangential = tangential
+                            new_normal = self._restitution_impulse(record, b, velocity, omega, count)
+                        else:
+                            new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count,
+                                                                              kind, rigid, not sequential)
                         j = -(new_normal - normal) * n + (new_tangential - tangential)
                         record[9], record[10] = new_tangential, new_normal
+                        record[12] = max(record[12], new_normal)  # the most it carried since its detection
                         self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
                     impulse += j
                     moment_b += np.cross(arm_i, j)
                     moment_c -= np.cross(arm_j, j)
-                self._change_momenta(b, impulse, moment_b, kind != "relax", omega[b])
+                    if sequential and kind != "warm":
+                        self._move_pair(b, c, arm_i, arm_j, j, velocity, omega)
+                # in sequence (Box2D's order): the normals in every pass, friction after them when relaxing
+                if sequential and not centre_friction and kind == "relax":
+                    j_sum, moment_b_sum, moment_c_sum = self._point_friction(b, c, listed, velocity, omega)
+                    impulse += j_sum
+                    moment_b += moment_b_sum
+                    moment_c += moment_c_sum
+                if centre_friction and kind == "relax":
+                    j_sum, moment_b_sum, moment_c_sum = self._centre_friction(b, c, self.pair_records[index],
+                                                                              velocity, omega)
+                    impulse += j_sum
+                    moment_b += moment_b_sum
+                    moment_c += moment_c_sum
+                move = kind in ("warm", "solve")  # relax and restitution: velocities only
+                self._change_momenta(b, impulse, moment_b, move, omega_start[b])
                 if c >= 0:
-                    self._change_momenta(c, -impulse, moment_c, kind != "relax", omega[c])
+                    self._change_momenta(c, -impulse, moment_c, move, omega_start[c])
+
+    def _move_pair(self, b, c, arm_i, arm_j, j, velocity, omega):
+        """The pair's velocities after impulse j on b at arm_i (and -j on c at arm_j)."""
+        m = self.model
+        velocity[b] = velocity[b] + j / m.body_mass[b]
+        omega[b] = omega[b] + self._inverse_inertia(b) @ np.cross(arm_i, j)
+        if c >= 0:
+            velocity[c] = velocity[c] - j / m.body_mass[c]
+            omega[c] = omega[c] - self._inverse_inertia(c) @ np.cross(arm_j, j)
+
+    def _point_friction(self, b, c, listed, velocity, omega):
+        """Box2D's friction of a pair's points in sequence after their normals (62_pair_solve.cl
+        point_friction): each from the velocities now, limited by mu times its normal impulse now.
+        Returns the impulse on b and its moments about b's and c's centres."""
+        count = {body: 1.0 for body in (b, c) if body >= 0}
+        total, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
+        for i, record in listed:
+            n, arm_i, arm_j, share, mu = record[0], record[2], record[4], record[5], record[6]
+            v_j = velocity[c] + np.cross(omega[c], arm_j) if c >= 0 else arm_j
+            v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
+            v_t = v_rel - (v_rel @ n) * n
+            slip = np.linalg.norm(v_t)
+            tangential = record[9].copy()
+            if slip > 1e-9:
+                u = v_t / slip
+                k_t = self._split_inverse_mass(b, count, arm_i, u) + self._split_inverse_mass(c, count, arm_j, u)
+                tangential -= share * v_t / k_t
+            held = np.linalg.norm(tangential)
+            if held > mu * record[10]:
+                tangential *= mu * record[10] / held if held > 0 else 0.0
+            j = tangential - record[9]
+            record[9] = tangential
+            self.new_history_impulse[i, record[11]] = [*tangential, record[10]]
+            total += j
+            moment_b += np.cross(arm_i, j)
+            moment_c -= np.cross(arm_j, j)
+            self._move_pair(b, c, arm_i, arm_j, j, velocity, omega)
+        return total, moment_b, moment_c
+
+    def _centre_friction(self, b, c, listed, velocity, omega):
+        """Box3D's friction of each manifold of a pair (a group of normals, core.manifold) at its
+        centre and its twist about the normal, solved from the velocities now (62_pair_solve.cl
+        centre_friction). Kept as the points' tangential impulses: an equal share of the centre's
+        plus the twist spread over the points as tau (n x d) / sum |d|^2 (d: a point's offset from
+        the centre in the plane), which sum to the centre's impulse and have the twist as moment.
+        Returns the impulse on b and its moments about b's and c's centres."""
+        count = {body: 1.0 for body in (b, c) if body >= 0}
+        normals = [record[0] for _, record in listed]
+        leaders = manifold_groups(normals)
+        total, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
+        for g, leader in enumerate(leaders):
+            n = normals[leader]
+            members = [(i, record) for t, (i, record) in enumerate(listed) if manifold_group(normals[t], normals, leaders) == g]
+            centre_b = np.mean([record[2] for _, record in members], axis=0)
+            centre_c = np.mean([record[4] for _, record in members], axis=0)
+            offsets = [record[2] - centre_b for _, record in members]
+            offsets = [d - (d @ n) * n for d in offsets]
+            load = sum(record[10] for _, record in members)
+            mu = members[0][1][6]
+            held = sum((record[9] for _, record in members), np.zeros(3))
+            twist = sum(n @ np.cross(d, record[9]) for d, (_, record) in zip(offsets, members))
+            spread = sum(d @ d for d in offsets)
+            twist_limit = mu * sum(np.linalg.norm(d) * record[10] for d, (_, record) in zip(offsets, members))
+            v_c = velocity[c] + np.cross(omega[c], centre_c) if c >= 0 else centre_c
+            v_rel = velocity[b] + np.cross(omega[b], centre_b) - v_c
+            v_t = v_rel - (v_rel @ n) * n
+            slip = np.linalg.norm(v_t)
+            if slip > 1e-9:
+                t = v_t / slip
+                k_t = (self._split_inverse_mass(b, count, centre_b, t)
+                       + self._split_inverse_mass(c, count, centre_c, t))
+                held = held - v_t / k_t
+            size = np.linalg.norm(held)
+            if size > mu * load:
+                held = held * (mu * load / size) if size > 0 else held * 0.0
+            if spread > 0.0:
+                k_w = n @ self._inverse_inertia(b) @ n + (n @ self._inverse_inertia(c) @ n if c >= 0 else 0.0)
+                w_rel = n @ (omega[b] - omega[c]) if c >= 0 else n @ omega[b]
+                twist = min(max(twist - w_rel / k_w, -twist_limit), twist_limit)
+            for d, (i, record) in zip(offsets, members):
+                tangential = held / len(members) + (twist / spread * np.cross(n, d) if spread > 0.0 else 0.0)
+                j = tangential - record[9]
+                record[9] = tangential
+                self.new_history_impulse[i, record[11]] = [*tangential, record[10]]
+                total += j
+                moment_b += np.cross(record[2], j)
+                moment_c -= np.cross(record[4], j)
+                self._move_pair(b, c, record[2], record[4], j, velocity, omega)
+        return total, moment_b, moment_c
 
     def _integrate(self, force, torque, offset_world):
         m = self.model

@@ -19,6 +19,7 @@ import numpy as np
 
 from .contact_geometry import CONTACT_GEOMETRIES, CONTACT_GEOMETRY
 from .model import Material, Model
+from .manifold import MAX_MANIFOLD_POINTS
 
 # Fraction of the contact's natural period per substep: 2*pi/omega / SUBSTEP_FRACTION. Below
 # ~1/15 the explicit scheme loses energy visibly; far below it only costs time.
@@ -87,6 +88,12 @@ IMPACT_SPEED = 1.0
 # Speculative contacts without springs (SimulationSettings.speculative_margin), in particle radii
 SPECULATIVE_MARGIN = 0.25
 MAX_SOLVE_PASSES = 64
+MANIFOLD_ORDERS = ("jacobi", "sequential")
+MANIFOLD_FRICTIONS = ("points", "centre")
+# Restitution passes at a detection's last substep, with manifolds (62_pair_solve.cl restitution
+# kind): each pass moves a struck body's support a fraction of the way to holding it (a cube
+# dropped on a resting one shares its rebound with it, half of what is left per pass)
+MANIFOLD_RESTITUTION_PASSES = 4
 
 
 @dataclass
@@ -133,6 +140,17 @@ class SimulationSettings:
     # Substeps per detection of the contacts (the rigid step's detection once per step, X3): between
     # detections each record's depth follows from its bodies' motion. Needs contact_springs False.
     substeps_per_detection: int = 1
+    # Coloured solve only: at each detection each body pair's records reduced to at most this many
+    # points per normal direction (Box3D's manifold, core.manifold; the rigid step's X2), solved
+    # together with each body's mass split over them ("jacobi") or one after another at full mass
+    # ("sequential"); 0: every record, solved together.
+    manifold_points: int = 0
+    manifold_order: str = "jacobi"
+    # "points": each point holds its own friction; "centre" (sequential manifolds only): Box3D's,
+    # friction at each manifold's centre (limited by mu times its points' normal impulses) and a
+    # twist about its normal (limited by mu times their impulses' moments about the centre), solved
+    # in the relax passes only
+    manifold_friction: str = "points"
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
@@ -167,6 +185,21 @@ class SimulationSettings:
         self.substeps_per_detection = int(self.substeps_per_detection)
         if self.substeps_per_detection > 1 and (self.contact_springs or self.solve_form != "coloured"):
             raise ValueError("detecting contacts less often than every substep needs the coloured solve without springs")
+        if (isinstance(self.manifold_points, bool) or int(self.manifold_points) != self.manifold_points
+                or not 0 <= self.manifold_points <= MAX_MANIFOLD_POINTS):
+            raise ValueError(f"manifold points must be a whole number from 0 to {MAX_MANIFOLD_POINTS}, "
+                             f"got {self.manifold_points!r}")
+        self.manifold_points = int(self.manifold_points)
+        if self.manifold_points and self.solve_form != "coloured":
+            raise ValueError("manifolds of a few points need the coloured solve")
+        if self.manifold_order not in MANIFOLD_ORDERS:
+            raise ValueError(f"manifold order must be one of {', '.join(MANIFOLD_ORDERS)}, got {self.manifold_order!r}")
+        if self.manifold_friction not in MANIFOLD_FRICTIONS:
+            raise ValueError(f"manifold friction must be one of {', '.join(MANIFOLD_FRICTIONS)}, "
+                             f"got {self.manifold_friction!r}")
+        if self.manifold_friction == "centre" and not (self.manifold_points and self.manifold_order == "sequential"):
+            raise ValueError("friction at a manifold's centre needs manifolds solved in sequence "
+                             "(manifold points > 0, manifold order 'sequential')")
         if self.speculative_margin is None:
             self.speculative_margin = 0.0 if self.contact_springs else SPECULATIVE_MARGIN
         if not (0.0 <= self.speculative_margin <= 1.0):
