@@ -304,6 +304,44 @@ def rebound_ratio(on_cube: bool, restitution: float, overrides: dict, drop: floa
     return float(velocities[bounced:].max() / -velocities[:bounced].min())
 
 
+def corner_heights(engine, side: float = 1.0) -> np.ndarray:
+    """Each body's eight corner heights (a cube of this side)."""
+    state = engine.body_state()
+    h = 0.5 * side
+    corners = np.array([(x, y, z) for x in (-h, h) for y in (-h, h) for z in (-h, h)])
+    rot = quaternion_to_matrix(state.orientation)
+    return state.position[:, None, 2] + np.einsum("bij,cj->bci", rot, corners)[:, :, 2]
+
+
+def fast_drop(overrides: dict, speeds=(10.0, 24.0), supports=("ground", "cube")) -> dict:
+    """A cube thrown down at each speed onto the ground and onto a resting cube from 0.6 m above:
+    how deep it goes (its lowest corner below the ground, or below the lower cube's highest
+    corner) during the impact, and whether it rests on top afterwards."""
+    out = {}
+    for where in supports:
+        for speed in speeds:
+            builder = cube_builder()
+            base = 0.0
+            if where == "cube":
+                add_unit_cube(builder, (0.0, 0.0, 0.5))
+                base = 1.0
+            builder.add_body(cube_particles(1.0), density=1000.0, position=(0.0, 0.0, base + 1.1),
+                             velocity=(0.0, 0.0, -speed), corner_reach=1.0, material=Material())
+            builder.add_ground_plane(0.0)
+            engine = make_engine(builder.finalize(), settings_for(overrides))
+            deepest = 0.0
+            while engine.time < 0.3:
+                engine.step(1)
+                z = corner_heights(engine)
+                support = 0.0 if where == "ground" else z[0].max()
+                deepest = max(deepest, support - z[-1].min())
+            run_seconds(engine, 1.0)
+            z = corner_heights(engine)
+            out[f"{where}_{speed:g}"] = {"deepest_m": float(deepest),
+                                         "end_gap_m": float(z[-1].min() - (0.0 if where == "ground" else z[0].max()))}
+    return out
+
+
 def bounce(overrides: dict) -> dict:
     out = {}
     for where, on_cube in (("ground", False), ("cube", True)):
@@ -331,7 +369,7 @@ def tumbling(overrides: dict, spin: float = 10.0) -> dict:
             "angular_momentum_change": float(np.linalg.norm(engine.angular_momentum()) / l0 - 1)}
 
 
-SCENES = ("momentum", "tumbling", "bounce", "joint", "rows", "column", "ball", "rolling", "pile")
+SCENES = ("momentum", "tumbling", "bounce", "fast_drop", "joint", "rows", "column", "ball", "rolling", "pile")
 
 
 def main(argv=None):

@@ -3,6 +3,14 @@
 // sharp corners included (voxel_support; addon/core/voxel_corners.py explains), and triangles follow
 // the rules of addon/core/colliders.py.
 
+// A speculative contact's margin beyond SPECULATIVE_MARGIN: how far it closes (closing speed) in
+// the SPECULATIVE_TIME until the next detection, at most SPECULATIVE_REACH radii (the reach the
+// neighbour lists and collider lookups cover), so a fast body meets a record before it arrives.
+inline float speculative_growth(float closing, float r)
+{
+    return fmin(fmax(closing, 0.0f) * SPECULATIVE_TIME, SPECULATIVE_REACH * r);
+}
+
 // How far particle i's voxel reaches from its centre along the unit world direction u (towards the
 // collider), and in *arm the vector to the point that touches. lattice: the voxel lattice's world
 // orientation; reach 0 is the particle's sphere.
@@ -139,7 +147,8 @@ inline void collider_contacts(
         load_voxel_corners(&corners, i, body_i, particle_corner_reach, body_orientation, body_lattice);
         float3 arm;
         float depth = voxel_support(-normal, corners.reach, corners.lattice, cc.radius, &arm);
-        if (height < depth + SPECULATIVE_MARGIN * cc.radius) {
+        if (height < depth + SPECULATIVE_MARGIN * cc.radius
+                     + speculative_growth(dot(v_i + cross(w_i, arm), -normal), cc.radius)) {
             int before = *slots_used;
             add_contact(cc, -2 - g, -normal, arm, depth - height, v_i, w_i, (float3)(0.0f), (float3)(0.0f),
                         mass_i, (float2)(0.0f), mat_i, plane_material[g],
@@ -206,7 +215,10 @@ inline void collider_contacts(
                     load_voxel_corners(&corners, i, body_i, particle_corner_reach, body_orientation, body_lattice);
                     depth = voxel_support(n, corners.reach, corners.lattice, cc.radius, &arm);
                 }
-                if (dist >= depth + SPECULATIVE_MARGIN * cc.radius) continue;
+                float3 v_tri = bary.x * collider_velocity[tv.x].xyz + bary.y * collider_velocity[tv.y].xyz
+                             + bary.z * collider_velocity[tv.z].xyz;
+                if (dist >= depth + SPECULATIVE_MARGIN * cc.radius
+                            + speculative_growth(dot(v_i + cross(w_i, arm) - v_tri, n), cc.radius)) continue;
                 if (pass == 1) {
                     bool duplicate = false;
                     for (int e = 0; e < edge_contacts; ++e) {
@@ -218,8 +230,6 @@ inline void collider_contacts(
                 } else {
                     ++face_contacts;
                 }
-                float3 v_tri = bary.x * collider_velocity[tv.x].xyz + bary.y * collider_velocity[tv.y].xyz
-                             + bary.z * collider_velocity[tv.z].xyz;
                 int before = *slots_used;
                 add_contact(cc, -2 - plane_count - t, n, arm, depth - dist, v_i, w_i, v_tri, (float3)(0.0f),
                             mass_i, (float2)(0.0f), mat_i, tv.w,

@@ -298,10 +298,11 @@ inline float3 voxel_box_support(float3 c, const float3 *F, float r, float3 d)
     return q;
 }
 
-// Voxels of side 2 r at p_i and p_j (lattice axes A, B; exposed faces faces_i, faces_j) as box
-// against box: false if apart, else n from i towards j, the depth, the contact point and the share.
+// Voxels of side 2 r at p_i and p_j (lattice axes A, B; exposed faces faces_i, faces_j; i's centre
+// moving at dv relative to j's) as box against box: false if apart, also after closing along an
+// axis for the speculative time, else n from i towards j, the depth, the contact point and the share.
 inline bool voxel_pair(float3 p_i, const float3 *A, uint faces_i, float3 p_j, const float3 *B, uint faces_j,
-                       float r, float3 *n_out, float *depth_out, float3 *point_out, float *share_out)
+                       float3 dv, float r, float3 *n_out, float *depth_out, float3 *point_out, float *share_out)
 {
     float3 d = p_j - p_i;
     float best = INFINITY;
@@ -320,7 +321,9 @@ inline bool voxel_pair(float3 p_i, const float3 *A, uint faces_i, float3 p_j, co
         float reach_j = r * (fabs(dot(axis, B[0])) + fabs(dot(axis, B[1])) + fabs(dot(axis, B[2])));
         float along = dot(axis, d);
         float overlap = reach_i + reach_j - fabs(along);
-        if (overlap <= -SPECULATIVE_MARGIN * r) return false;  // a separating axis (speculative: by the margin)
+        float closing = (along >= 0.0f) ? dot(axis, dv) : -dot(axis, dv);
+        // a separating axis (speculative: by the margin and what it closes until the next detection)
+        if (overlap + speculative_growth(closing, r) <= -SPECULATIVE_MARGIN * r) return false;
         float biased = (k < 6) ? overlap : overlap * EDGE_AXIS_BIAS + 1e-6f * r;
         if (biased >= best) continue;
         float3 oriented = (along >= 0.0f) ? axis : -axis;
@@ -378,8 +381,15 @@ inline bool voxel_pair_contact(
     float3 n, point;
     float depth, share;
     bool swapped = body_i > body_j;
-    if (!(swapped ? voxel_pair(p_j, B, faces_j, p_i, A, faces_i, cc.radius, &n, &depth, &point, &share)
-                  : voxel_pair(p_i, A, faces_i, p_j, B, faces_j, cc.radius, &n, &depth, &point, &share)))
+    // the voxel centres' velocities, computed alike on both sides of the pair
+    float3 v_centre_i = ns.body_velocity[body_i].xyz
+                      + cross(ns.body_angular_velocity[body_i].xyz, p_i - ns.body_position[body_i].xyz);
+    float3 v_centre_j = ns.body_velocity[body_j].xyz
+                      + cross(ns.body_angular_velocity[body_j].xyz, p_j - ns.body_position[body_j].xyz);
+    if (!(swapped ? voxel_pair(p_j, B, faces_j, p_i, A, faces_i, v_centre_j - v_centre_i, cc.radius, &n, &depth,
+                               &point, &share)
+                  : voxel_pair(p_i, A, faces_i, p_j, B, faces_j, v_centre_i - v_centre_j, cc.radius, &n, &depth,
+                               &point, &share)))
         return false;
     if (swapped) n = -n;
     float3 arm = point - p_i;
@@ -448,17 +458,20 @@ inline void particle_pair_contact(
         if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
         return;
     }
-    float sphere_reach = (2.0f + SPECULATIVE_MARGIN) * cc.radius;
-    if (dist2 >= sphere_reach * sphere_reach) return;
 #endif
     float3 n = delta / dist;
     float3 v_j = (float3)(0.0f), w_j = (float3)(0.0f);
     if (body_j != STATIC_BODY) {
         w_j = ns.body_angular_velocity[body_j].xyz;
         v_j = ns.body_velocity[body_j].xyz + cross(w_j, p_j - ns.body_position[body_j].xyz);
-        // an awake body touching a sleeping one makes it compute its contacts next substep
-        if (!asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
     }
+#if VOXEL_CONTACTS
+    // spheres (round surface voxels, static particles) within the margin and what they close until
+    // the next detection
+    if (dist >= (2.0f + SPECULATIVE_MARGIN) * cc.radius + speculative_growth(dot(v_i - v_j, n), cc.radius)) return;
+#endif
+    // an awake body touching a sleeping one makes it compute its contacts next substep
+    if (body_j != STATIC_BODY && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
     // both sides act at the one point halfway between the centres, so the pair's forces are equal,
     // opposite and on one line: with friction the pair then keeps its angular momentum (at r n from
     // each centre the two points lie the overlap apart and the friction forces make a couple)

@@ -32,8 +32,8 @@ from .pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, grown_max_pairs, li
 from .rotations import quaternion_multiply, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS,
-                       WARM_START_FRACTION, SimulationSettings, derive_contact_parameters,
-                       solve_softness)
+                       SPECULATIVE_REACH, WARM_START_FRACTION, SimulationSettings, derive_contact_parameters,
+                       solve_softness, speculative_reach, speculative_time)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
 
@@ -68,8 +68,8 @@ class ReferenceEngine(StateMixin):
         # voxel pairs: how deep each contact's spring may push (the kernels' friction slot .w)
         self.history_permitted = np.zeros((m.particle_count, FRICTION_SLOTS))
         self.dynamic = m.particle_body != STATIC_BODY
-        # speculative contacts reach the margin further
-        self.colliders = ColliderMotion(m, collider_reach(m) + self.settings.speculative_margin * m.particle_radius)
+        # speculative contacts reach the margin, and its growth with the closing speed, further
+        self.colliders = ColliderMotion(m, collider_reach(m) + speculative_reach(self.settings) * m.particle_radius)
         self.extent = body_extents(m)
         self.quiet = np.zeros(m.body_count)  # seconds each body has been still (sleeping)
         # an awake body touched this sleeping one in the previous substep: it computes its contacts
@@ -84,6 +84,7 @@ class ReferenceEngine(StateMixin):
         self.voxels = self.settings.contact_geometry == "voxels"
         self.faces = exposed_faces(m) if self.voxels else None
         self.margin = self.settings.speculative_margin  # radii
+        self.speculative_time = speculative_time(self.settings, self.params.substep)
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = self.settings.solve_passes
         self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
@@ -143,8 +144,8 @@ class ReferenceEngine(StateMixin):
     # -- contacts --------------------------------------------------------------------------
     def find_particle_pairs(self, pos):
         """All (i, j), i dynamic, j of another body (or static), closer than a diameter (with SDF
-        contacts: two dynamic bodies' particles closer than PAIR_REACH radii; with voxel contacts two
-        whole voxels closer than VOXEL_PAIR_REACH radii); i-major, j ascending."""
+        contacts: two dynamic bodies' particles closer than PAIR_REACH radii; with voxel contacts any
+        two closer than VOXEL_PAIR_REACH radii and the margin); i-major, j ascending."""
         m = self.model
         body = m.particle_body
         diff = pos[None, :, :] - pos[:, None, :]
@@ -155,8 +156,9 @@ class ReferenceEngine(StateMixin):
             with_field[self.dynamic] = self.fields.body_shape[body[self.dynamic]] >= 0
             reach2[np.ix_(with_field, with_field)] = (PAIR_REACH * m.particle_radius) ** 2
         if self.voxels:
-            whole = self.dynamic & (m.particle_corner_reach >= WHOLE_VOXEL_REACH)
-            reach2[np.ix_(whole, whole)] = (voxel_pair_reach(self.margin) * m.particle_radius) ** 2
+            # every pair as far as whole voxels reach (40_contacts.cl): spheres' margins grow with
+            # their closing speed within it (_detect)
+            reach2[:] = (voxel_pair_reach(self.margin) * m.particle_radius) ** 2
         close = (dist2 < reach2) & (body[:, None] != body[None, :]) & self.dynamic[:, None]
         np.fill_diagonal(close, False)
         return np.argwhere(close)
@@ -318,12 +320,15 @@ class ReferenceEngine(StateMixin):
         b, bj = m.particle_body[i], m.particle_body[j]
         frames = [self._rotation(body) @ quaternion_to_matrix(m.body_lattice_orientation[body]) for body in (b, bj)]
         swapped = b > bj
+        # the voxel centres' velocities (the speculative margin's growth)
+        centre_i, centre_j = (state.velocity[body] + np.cross(state.angular_velocity[body], pos[p] - self.x[body])
+                              for body, p in ((b, i), (bj, j)))
         if swapped:
             contact = voxel_pair(pos[j], frames[1], self.faces[j], pos[i], frames[0], self.faces[i], m.particle_radius,
-                                 self.margin * m.particle_radius)
+                                 self.margin * m.particle_radius, centre_j - centre_i, self._speculative_growth)
         else:
             contact = voxel_pair(pos[i], frames[0], self.faces[i], pos[j], frames[1], self.faces[j], m.particle_radius,
-                                 self.margin * m.particle_radius)
+                                 self.margin * m.particle_radius, centre_i - centre_j, self._speculative_growth)
         if contact is None:
             return
         n, depth, point, share = contact
@@ -357,6 +362,11 @@ class ReferenceEngine(StateMixin):
                          self._particle_material(j), closing)
         force[i] += share * f
         torque[i] += share * t
+
+    def _speculative_growth(self, closing: float) -> float:
+        """How much further than the margin a contact closing at this speed is detected (metres;
+        30_colliders.cl speculative_growth)."""
+        return min(max(closing, 0.0) * self.speculative_time, SPECULATIVE_REACH * self.model.particle_radius)
 
     def _step(self):
         m = self.model
@@ -447,9 +457,10 @@ class ReferenceEngine(StateMixin):
                     self._voxel_pair(i, j, pos, vel, state, asleep, slots_in, self.history_permitted[i], slots_out,
                                      touched_next, force, torque)
                     continue
-                if dist >= (2 + self.margin) * r:
-                    continue
                 n = delta / dist
+                # spheres within the margin and what they close until the next detection
+                if dist >= (2 + self.margin) * r + self._speculative_growth((vel[i] - vel[j]) @ n):
+                    continue
                 bj = m.particle_body[j]
                 if bj == STATIC_BODY:
                     omega_j, mass_j = zero, None
@@ -475,7 +486,8 @@ class ReferenceEngine(StateMixin):
             for g in range(m.plane_count):
                 height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
                 depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r)
-                if height < depth + self.margin * r:
+                if height < depth + self.margin * r + self._speculative_growth(
+                        (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g]):
                     before = slots_out[2]
                     f, t = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i], omega_i,
                                          zero, zero, m.plane_material[g], None, slots_in, slots_out)
@@ -526,7 +538,8 @@ class ReferenceEngine(StateMixin):
                     normal = np.cross(vertices[tri[1]] - vertices[tri[0]], vertices[tri[2]] - vertices[tri[0]])
                     face_like = abs(n @ normal) >= FACE_LIKE_COSINE * np.linalg.norm(normal) > 0
                 depth, arm = voxel_support(n, reach, lattice, r) if face_like else (r, r * n)
-                if dist >= depth + self.margin * r:
+                v_tri = bary @ velocities[tri]
+                if dist >= depth + self.margin * r + self._speculative_growth((vel_i + np.cross(omega_i, arm) - v_tri) @ n):
                     continue
                 if pass_ == 1:
                     if any(np.linalg.norm(e - q) < DUPLICATE_POINT_TOLERANCE * r for e in edge_points):
@@ -535,7 +548,6 @@ class ReferenceEngine(StateMixin):
                         edge_points.append(q)
                 else:
                     face_contacts += 1
-                v_tri = bary @ velocities[tri]
                 before = slots_out[2]
                 f, tq = self._contact(i, -2 - m.plane_count - int(t), n, arm, depth - dist, vel_i, omega_i,
                                       v_tri, np.zeros(3), m.triangle_material[t], None, slots_in, slots_out)

@@ -119,10 +119,12 @@ def _support(centre, frame, r, direction):
     return centre + frame @ (r * sign)
 
 
-def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r, margin=0.0):
+def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r, margin=0.0, dv=None, growth=None):
     """Voxels of side 2 r at p_i and p_j (lattice axes the columns of frame_i, frame_j; exposed face
     bits faces_i, faces_j) as box against box: None if apart by ``margin`` or more (a speculative
-    contact's depth is the gap, negative), else (n from i towards j, depth, contact point, share)."""
+    contact's depth is the gap, negative), also after an axis closes by growth(closing speed along
+    it) with i's centre moving at dv relative to j's; else (n from i towards j, depth, contact
+    point, share)."""
     d = p_j - p_i
     best = math.inf
     found = None
@@ -141,8 +143,11 @@ def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r, margin=0.0):
         reach_j = r * np.abs(frame_j.T @ axis).sum()
         along = axis @ d
         overlap = reach_i + reach_j - abs(along)
-        if overlap <= -margin:
-            return None  # a separating axis
+        swept = overlap
+        if growth is not None:
+            swept += growth(float(axis @ dv) if along >= 0.0 else -float(axis @ dv))
+        if swept <= -margin:
+            return None  # a separating axis (by the margin, after closing for the speculative time)
         biased = overlap if k < 6 else overlap * EDGE_AXIS_BIAS + 1e-6 * r
         if biased >= best:
             continue

@@ -154,7 +154,10 @@ def test_kernels_match_the_reference_restitution_passes(pair_lanes, order, frict
 
     reference, solved = assert_kernels_follow_the_solve_reference(dropped_on_a_cube(0.6, 3.0), settings, 40, top_speed)
     assert solved > 0.0
-    assert max(rising) > 1.0  # it rebounded
+    # it rebounded: from 3 m/s at e 0.6 the top parts from the stack at 1.5 m/s, but the impact
+    # lands in a step's last substep (detected a step early, SPECULATIVE_REACH), where one pass
+    # leaves the stack sinking with it: ~0.4-0.7 m/s after 10 substeps (rigid-step.md, X3)
+    assert max(rising) > 0.3
 
 
 @pytest.mark.parametrize("on_cube", [False, True])
