@@ -108,7 +108,9 @@ def run_core_tests(selector: str, paths: list[str], log) -> dict:
 # CPU's loop). "coloured_voxels": Rigid Voxels' coloured solve (kernels 60-62), rigid contacts (soft
 # ones switch at the slop, where float32 and float64 part after ~55 substeps), lanes per body pair
 # (PRB_PAIR_LANES: 32 the GPU's work-groups, 1 the CPU's). "rigid_step": the rigid step's parts
-# (no springs, speculative contacts, detection every 4 substeps; tests/core/test_rigid_step.py).
+# (no springs, speculative contacts, detection every 4 substeps; tests/core/test_rigid_step.py);
+# "manifolds": the rigid step with manifolds in sequence, centre friction, 2 + 1 passes (x2c2;
+# tests/core/test_manifold.py).
 SOLVE_TOLERANCES = dict(position=3e-5, velocity=5e-3, angular_velocity_rtol=0.0, angular_velocity_atol=6e-3,
                         orientation=1e-6)
 
@@ -137,10 +139,15 @@ def variant(name: str) -> Variant:
         from tests.core.test_rigid_step import RIGID_STEP, tumbling_bodies
         return Variant(SimulationSettings(**{**COLOURED_VOXELS, **RIGID_STEP, "solve_hertz_fraction": 0.0}),
                        tumbling_bodies(), 60, SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
+    if name == "manifolds":
+        from tests.core.test_manifold import X2C1
+        from tests.core.test_rigid_step import tumbling_bodies
+        return Variant(SimulationSettings(**{**X2C1, "solve_passes": 2}), tumbling_bodies(), 60, SOLVE_TOLERANCES,
+                       "PRB_PAIR_LANES", (1, 32))
     raise ValueError(name)
 
 
-VARIANTS = ("particles", "coloured_voxels", "rigid_step")
+VARIANTS = ("particles", "coloured_voxels", "rigid_step", "manifolds")
 
 
 def _engine(model, settings, selector, lane_variable, lanes):
