@@ -1,6 +1,6 @@
 // Stage 62, the coloured passes of the velocity solve (solve_form "coloured"; contact-solve.md
-// E15): a launch per colour (61_pair_colouring.cl), a work-group of PAIR_LANES work-items per pair
-// of the colour. The lanes share out the pair's records (its list, 61) and solve them
+// E15): a launch per colour (61_pair_colouring.cl), PAIR_LANES work-items per pair of the colour (a
+// work-group of them; with one lane, work-groups of many pairs). The lanes share out the pair's records (its list, 61) and solve them
 // (solve_record_impulse, 60_solve.cl) from the two bodies' velocities at the launch's start, each
 // body's mass split over the pair's records only (Jacobi within the pair: solving a pair's records
 // one after another let friction sway a 40-cube column, E14); their sum changes both bodies at
@@ -215,11 +215,17 @@ __kernel void solve_pair_contacts(
     __global const float4 *detect_position,
     __global const float4 *detect_orientation)
 {
+#if PAIR_LANES > 1
     __local float lane_sums[9 * PAIR_LANES];
     int lane = get_local_id(0);
+#else
+    int lane = 0;  // a work-item per pair (the sequential order's, whose points lane 0 solves)
+#endif
     int start = colour_start[solve_colour];
-    if (start + (int)get_group_id(0) >= colour_start[solve_colour + 1]) return;
-    int g = colour_pairs[start + get_group_id(0)];
+    int index = (int)(get_global_id(0) / PAIR_LANES);  // the pair's place in its colour
+    // (with lanes, the same for a whole work-group: the returns below skip no barrier of part of one)
+    if (start + index >= colour_start[solve_colour + 1]) return;
+    int g = colour_pairs[start + index];
     int b = g / max_pairs, c = pair_other[g];
     int stride = history_stride;
     // solve_kind: the pass's kind (above), plus SOLVE_PASS_BACKWARD for a sequential sweep from the
@@ -316,6 +322,7 @@ __kernel void solve_pair_contacts(
         centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, body_mass,
                         body_inv_inertia, &impulse, &moment_a, &moment_b);
 #endif
+#if PAIR_LANES > 1
     float sums[9];
     pair_lane_sums(sums, impulse, moment_a, moment_b);
     for (int s = 0; s < 9; ++s) lane_sums[s * PAIR_LANES + lane] = sums[s];
@@ -329,6 +336,7 @@ __kernel void solve_pair_contacts(
     impulse = (float3)(lane_sums[0], lane_sums[PAIR_LANES], lane_sums[2 * PAIR_LANES]);
     moment_a = (float3)(lane_sums[3 * PAIR_LANES], lane_sums[4 * PAIR_LANES], lane_sums[5 * PAIR_LANES]);
     moment_b = (float3)(lane_sums[6 * PAIR_LANES], lane_sums[7 * PAIR_LANES], lane_sums[8 * PAIR_LANES]);
+#endif
     bool move = kind < 2;  // relax and restitution: velocities only
     change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
                         body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity);

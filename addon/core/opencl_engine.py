@@ -141,8 +141,11 @@ PAIR_BYTES_PER_BODY = 7 * 4 * INITIAL_MAX_PAIRS + 4 + 1 + 2 * 4 + MAX_PAIR_COLOU
 # these more (a round after the last colour costs one idle launch)
 SPARE_COLOUR_ROUNDS = 2
 # Work-items per pair in the coloured passes on a GPU (a warp; the lanes share out the pair's
-# records: 16 measured the same, 8 slower at 10k and 100k, E16); on a CPU one
+# records: 16 measured the same, 8 slower at 10k and 100k, E16); on a CPU one. Manifolds solved in
+# sequence take one on any device (lane 0 solves a pair's points one after another), their
+# work-groups PAIRS_PER_GROUP pairs.
 PAIR_LANES_GPU = 32
+PAIRS_PER_GROUP = 64
 
 
 def _may_solve(contact_geometry: str | None) -> bool:
@@ -251,7 +254,9 @@ class OpenCLEngine(StateMixin):
         self.solve_passes = self.settings.solve_passes
         self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
         override = os.environ.get("PRB_PAIR_LANES")  # tests run the GPU path on a CPU with it
-        self.pair_lanes = int(override) if override else (PAIR_LANES_GPU if self.device_info.is_gpu else 1)
+        sequential = self.settings.manifold_points and self.settings.manifold_order == "sequential"
+        self.pair_lanes = (int(override) if override else
+                           PAIR_LANES_GPU if self.device_info.is_gpu and not sequential else 1)
         geometry = CONTACT_GEOMETRY[self.settings.contact_geometry]
         if neighbour_skin is None:
             neighbour_skin = geometry.neighbour_skin
@@ -722,7 +727,7 @@ class OpenCLEngine(StateMixin):
     def _enqueue_pair_solve(self, parity, detecting=True, last_of_detection=True):
         """The coloured solve's launches (62_pair_solve.cl): the warm start, the solve passes and the
         relax passes, with manifolds at a detection's last substep the restitution passes, each a
-        launch per colour, a work-group of pair_lanes work-items per pair; the pairs listed and
+        launch per colour, pair_lanes work-items per pair (one: work-groups of PAIRS_PER_GROUP pairs); the pairs listed and
         coloured when the contacts were detected."""
         counts = self._colour_pairs(parity) if detecting else self.colour_pair_counts
         kinds = [0] + [1] * self.solve_passes + [2] * self.settings.relax_passes
@@ -732,7 +737,10 @@ class OpenCLEngine(StateMixin):
             # every other substep each pair's points last to first (reference.py _solve_pairs)
             kinds = [kind | SOLVE_PASS_BACKWARD if kind else kind for kind in kinds]
         lanes = self.pair_lanes
-        sizes = [((int(count) * lanes,), (lanes,)) for count in counts]
+        if lanes == 1:  # work-groups of many pairs (62_pair_solve.cl returns past the colour's last)
+            sizes = [((_round_up(int(count), PAIRS_PER_GROUP),), (PAIRS_PER_GROUP,)) for count in counts]
+        else:
+            sizes = [((int(count) * lanes,), (lanes,)) for count in counts]
         for kind in kinds:
             for colour, (global_size, local_size) in enumerate(sizes):
                 self._enqueue(self._colour_kernel("solve_pair_contacts", colour, kind, parity),
