@@ -44,7 +44,7 @@ from .device import KERNEL_OPENCL_C, create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
 from .manifold import manifold_defines
-from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, grown_max_pairs
+from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, TooManyPairs, grown_max_pairs
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES, WARM_START_FRACTION,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH, SimulationSettings,
                        derive_contact_parameters, solve_softness, speculative_reach, speculative_time)
@@ -702,9 +702,7 @@ class OpenCLEngine(StateMixin):
                 rounds = colour_round + 1
                 cl.enqueue_copy(self.queue, totals, a["pair_totals"])
                 if totals[3] > MAX_PAIR_COLOURS:
-                    raise RuntimeError(f"a body touches more than {MAX_PAIR_COLOURS} others, more than Rigid "
-                                       "Voxels' solve takes: use Contacts: Particles or Flat Faces, or fewer, "
-                                       "larger bodies")
+                    raise TooManyPairs()
                 if totals[1] > self.max_pairs or totals[2] == totals[0]:
                     break
             if totals[1] <= self.max_pairs:
