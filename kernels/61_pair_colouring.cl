@@ -177,13 +177,12 @@ __kernel void list_solve_pairs(
     __global int *pair_colour,
     __global uint *pair_bid,
     __global uint *body_colours,
-    __global uchar *body_impact,
+    __global int *body_impact,        // cleared by the host before this kernel
     __global int *pair_totals)
 {
     int b = get_global_id(0);
     if (b >= body_count) return;
     for (int w = 0; w < COLOUR_MASK_WORDS; ++w) body_colours[b * COLOUR_MASK_WORDS + w] = 0u;
-    bool impact = false;
     __global int *other_of = pair_other + b * max_pairs;
     __global float *share_of = pair_share + b * max_pairs;
     __global int *records_of = pair_record_count + b * max_pairs;
@@ -194,8 +193,12 @@ __kernel void list_solve_pairs(
             for (int k = 0; k < solve_count[i]; ++k) {
                 __global const float4 *r = solve_record + k * SOLVE_FIELDS * history_stride + i;
                 int other = as_int(r[0].w);
-                // an impact (one the solve gives restitution, from half IMPACT_SPEED) on any side
-                if (other != NO_RECORD && r[4 * history_stride].z > 0.5f * IMPACT_SPEED) impact = true;
+                // an impact (one the solve gives restitution, from half IMPACT_SPEED) on either body
+                // (a voxel pair's record may be on the lower body's side only: LOWER_SIDE_PAIRS)
+                if (other != NO_RECORD && r[4 * history_stride].z > 0.5f * IMPACT_SPEED) {
+                    atomic_or(body_impact + b, 1);
+                    if (other >= 0) atomic_or(body_impact + other, 1);
+                }
                 int key = record_pair(b, other, body_quiet, sleep);
                 if (key == NOT_A_PAIR) continue;
                 // kept in order of the other side (static first), not of the records' slots (which
@@ -220,7 +223,6 @@ __kernel void list_solve_pairs(
         }
     }
     pair_count[b] = listed;
-    body_impact[b] = impact;
     for (int p = 0; p < listed; ++p) pair_colour[b * max_pairs + p] = -1;
     pair_bid[b] = 0u;
     if (listed) atomic_add(pair_totals, listed);

@@ -196,7 +196,7 @@ __kernel void solve_pair_contacts(
     __global const int *colour_pairs,
     __global const int *pair_other,
     __global const float *pair_share,
-    __global const uchar *body_impact,
+    __global const int *body_impact,
     __global const int *pair_record_start,
     __global const int *pair_record_count,
     __global const int *pair_records,

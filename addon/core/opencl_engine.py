@@ -298,6 +298,7 @@ class OpenCLEngine(StateMixin):
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
                    f"-DSOLVE_PASSES={self.solve_passes}", f"-DCONTACT_SPRINGS={int(self.settings.contact_springs)}",
+                   f"-DLOWER_SIDE_PAIRS={int(self.coloured_solve and not self.settings.contact_springs)}",
                    f"-DSUBSTEPS_PER_DETECTION={self.settings.substeps_per_detection}",
                    f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
                    f"-DWARM_START_FRACTION={WARM_START_FRACTION[self.settings.solve_form]!r}f",
@@ -387,7 +388,7 @@ class OpenCLEngine(StateMixin):
         self.max_pairs = INITIAL_MAX_PAIRS
         self._allocate_pairs()
         a["pair_bid"] = buffer(nbytes=2 * 4 * body_count if self.coloured_solve else 16)
-        a["body_impact"] = buffer(nbytes=body_count if self.coloured_solve else 16)
+        a["body_impact"] = buffer(nbytes=4 * body_count if self.coloured_solve else 16)
         a["pair_records"] = buffer(nbytes=4 * FRICTION_SLOTS * particle_count if self.coloured_solve else 16)
         a["body_colours"] = buffer(nbytes=MAX_PAIR_COLOURS // 8 * body_count if self.coloured_solve else 16)
         a["pair_totals"] = buffer(nbytes=4 * (PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS))
@@ -691,6 +692,7 @@ class OpenCLEngine(StateMixin):
         totals = self._pair_totals
         while True:
             cl.enqueue_fill_buffer(self.queue, a["pair_totals"], np.int32(0), 0, totals.nbytes)
+            cl.enqueue_fill_buffer(self.queue, a["body_impact"], np.int32(0), 0, 4 * self.body_count)
             self._enqueue(self._kernels["list_solve_pairs"][parity], "list_solve_pairs",
                           *self._work_sizes["list_solve_pairs"])
             slots = (_round_up(self.body_count * self.max_pairs),)

@@ -88,6 +88,8 @@ class ReferenceEngine(StateMixin):
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = self.settings.solve_passes
         self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
+        # the coloured solve without springs reads a voxel pair's record on the lower body's side only
+        self.lower_side_pairs = self.coloured_solve and not self.settings.contact_springs
         self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
         self.pairs = None  # the last substep's coloured pairs (pair_colouring.SolvePairs)
         # per friction slot: the fastest the contact has closed since it last parted (restitution)
@@ -454,6 +456,8 @@ class ReferenceEngine(StateMixin):
                 if dist <= 1e-9 * r:
                     continue
                 if self.voxels and is_voxel_pair(m, i, j):
+                    if self.lower_side_pairs and b > m.particle_body[j] and not asleep[m.particle_body[j]]:
+                        continue  # the lower body's side computes it (40_contacts.cl LOWER_SIDE_PAIRS)
                     self._voxel_pair(i, j, pos, vel, state, asleep, slots_in, self.history_permitted[i], slots_out,
                                      touched_next, force, torque)
                     continue
@@ -724,11 +728,17 @@ class ReferenceEngine(StateMixin):
         each pair's (particle, record) on its lower body in walk order (``self.pair_records``)."""
         m = self.model
         awake = ~self._is_asleep(self.quiet)
-        # bodies taking an impact this substep (a record the solve gives restitution, any side)
+        # bodies taking an impact this substep: a record the solve gives restitution, on an awake
+        # body, flags both its bodies (61_pair_colouring.cl list_solve_pairs)
         self.body_impact = np.zeros(m.body_count, dtype=bool)
         for i, records in self.records.items():
-            if any(record[8] > 0.5 * IMPACT_SPEED for record in records):
-                self.body_impact[m.particle_body[i]] = True
+            if not awake[m.particle_body[i]]:
+                continue
+            for record in records:
+                if record[8] > 0.5 * IMPACT_SPEED:
+                    self.body_impact[m.particle_body[i]] = True
+                    if record[1] >= 0:
+                        self.body_impact[record[1]] = True
         own = []  # per body: its side of its pairs' records, (particle, record)
         for b in range(m.body_count):
             found = []
