@@ -48,13 +48,14 @@ inline float4 restitution_impulse(__global const float4 *r, int stride, SolveBod
     float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride], f4 = r[4 * stride];
     int other = as_int(f0.w);
     float3 n = f0.xyz, arm_i = f1.xyz;
-    float3 v_j = (other >= 0) ? b.v + cross(b.w, f2.xyz) : f2.xyz;
+    float3 arm_j = (other >= 0) ? other_arm(r, stride, b) : f2.xyz;
+    float3 v_j = (other >= 0) ? b.v + cross(b.w, arm_j) : f2.xyz;
     float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
     float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
                   ? -f4.y * f4.z
                   : fmax((slop - (f1.w + depth_shift)) / substep, 0.0f);
     float k_n = split_inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
-              + ((other >= 0) ? split_inverse_mass(b, f2.xyz, n, body_mass, body_inv_inertia) : 0.0f);
+              + ((other >= 0) ? split_inverse_mass(b, arm_j, n, body_mass, body_inv_inertia) : 0.0f);
     lambda.w = fmax(lambda.w + f2.w * (vn - allowed) / k_n, 0.0f);
     return lambda;
 }
@@ -70,7 +71,7 @@ inline void point_friction(__global const int *records, int count, int stride, _
 {
     for (int t = 0; t < count; ++t) {
         __global float4 *r = listed_record(records, t, stride, solve_record);
-        float3 n = r[0].xyz, arm_a = r[stride].xyz, arm_b = r[2 * stride].xyz;
+        float3 n = r[0].xyz, arm_a = r[stride].xyz, arm_b = other_arm(r, stride, *B);
         float4 lambda = r[3 * stride];
         float3 v_b = (B->body >= 0) ? B->v + cross(B->w, arm_b) : arm_b;
         float3 v_rel = A->v + cross(A->w, arm_a) - v_b;
@@ -123,7 +124,7 @@ inline void centre_friction(__global const int *records, int count, int stride, 
             __global const float4 *r = listed_record(records, t, stride, solve_record);
             if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
             centre_a += r[stride].xyz;
-            centre_b += r[2 * stride].xyz;
+            centre_b += other_arm(r, stride, *B);
             ++members;
         }
         centre_a /= (float)members;
@@ -178,8 +179,8 @@ inline void centre_friction(__global const int *records, int count, int stride, 
             history_impulse_out[records[t]] = lambda;
             *impulse += j;
             *moment_a += cross(r[stride].xyz, j);
-            *moment_b -= cross(r[2 * stride].xyz, j);
-            move_pair(A, B, r[stride].xyz, r[2 * stride].xyz, j, body_mass, body_inv_inertia);
+            *moment_b -= cross(other_arm(r, stride, *B), j);
+            move_pair(A, B, r[stride].xyz, other_arm(r, stride, *B), j, body_mass, body_inv_inertia);
         }
     }
 }
@@ -246,13 +247,32 @@ __kernel void solve_pair_contacts(
     // on a resting one rebounded at 0.75-0.88 of its restitution)
     float4 constants = solve_constants;
     if (struck) constants.w = 1.0f;
-    SolveBody A = {body_velocity[b].xyz, body_angular_velocity[b].xyz, body_orientation[b], split, b};
-    SolveBody B = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, c};
+    SolveBody A = {body_velocity[b].xyz, body_angular_velocity[b].xyz, body_orientation[b], split, b, 0, (float3)(0.0f)};
+    SolveBody B = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, c, 0, (float3)(0.0f)};
     if (c >= 0) {
         B.v = body_velocity[c].xyz;
         B.w = body_angular_velocity[c].xyz;
         B.q = body_orientation[c];
         B.count = split;
+#if MANIFOLD_POINTS > 0
+        // c takes each impulse at the world point b's arm reaches, not at its own arm from the
+        // detection: the two part as the bodies move, and an impulse pair at two points turns the
+        // pair (a glancing impact lost 3-5 % of its angular momentum). The point is where the
+        // bodies were at the substep's start for the passes that move them (the substep's
+        // positions follow from its final velocities), where they are now for the relax and
+        // restitution passes (after that move); while detecting every substep the start is the
+        // detection, whose arms already meet.
+        if (relax || restitution) {
+            B.arms_now = 1;
+            B.from_a = body_position[b].xyz - body_position[c].xyz;
+        }
+#if SUBSTEPS_PER_DETECTION > 1
+        else {
+            B.arms_now = 1;
+            B.from_a = start_position[b].xyz - start_position[c].xyz;
+        }
+#endif
+#endif
     }
 #if SUBSTEPS_PER_DETECTION > 1
     // contacts detected once per step: each record's depth at the substep's start follows from the
@@ -308,8 +328,9 @@ __kernel void solve_pair_contacts(
         }
         impulse += j;
         moment_a += cross(r[stride].xyz, j);
-        moment_b -= cross(r[2 * stride].xyz, j);  // c's arm (a static side's velocity: unused)
-        if (MANIFOLD_SEQUENTIAL && !warm) move_pair(&A, &B, r[stride].xyz, r[2 * stride].xyz, j, body_mass, body_inv_inertia);
+        float3 arm_b = (c >= 0) ? other_arm(r, stride, B) : r[2 * stride].xyz;  // (static: its velocity, unused)
+        moment_b -= cross(arm_b, j);
+        if (MANIFOLD_SEQUENTIAL && !warm) move_pair(&A, &B, r[stride].xyz, arm_b, j, body_mass, body_inv_inertia);
     }
     // in sequence (Box2D's order): the normals in every pass, friction after them in the relax passes
 #if MANIFOLD_SEQUENTIAL && !MANIFOLD_CENTRE_FRICTION
