@@ -574,6 +574,8 @@ class OpenCLEngine(StateMixin):
             order += ["solve_contacts", "apply_solve_impulses"] * self.solve_passes
             order += ["relax_contacts", "apply_relax_impulses"] * self.settings.relax_passes
         self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in order]
+        # between detections (substeps_per_detection > 1) a substep only integrates the bodies
+        self._integrate_launches = [launch for launch in self._launches if launch[3] == "integrate_bodies"]
 
     def _bind(self, names=None):
         """Set the kernels' arguments named ``names`` (all by default) from the table."""
@@ -650,7 +652,7 @@ class OpenCLEngine(StateMixin):
                 self.cl.enqueue_copy(queue, a["detect_position"], a["body_position"])
                 self.cl.enqueue_copy(queue, a["detect_orientation"], a["body_orientation"])
             else:
-                launches = [launch for launch in launches if launch[3] == "integrate_bodies"]
+                launches = self._integrate_launches
         if self.profile:
             for kernels, global_size, local_size, name in launches:
                 self._record(name, enqueue(queue, kernels[parity], global_size, local_size))
