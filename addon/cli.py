@@ -190,6 +190,7 @@ def bake(args) -> int:
     from .blender.job import BakeJob, BakeOptions, pick_objects
     from .blender.properties import ROLE_LABELS
     from .core.settings import ROLE_IGNORED, ROLE_STATIC
+    from .blender.bake_instances import CACHE_FOLDER_NAME
     from .blender.progress import ProgressPrinter
     from .blender.save import save_copy_atomically
 
@@ -257,7 +258,7 @@ def bake(args) -> int:
             radius=args.radius, device=args.device, backend=args.backend, max_particles=args.max_particles,
             sleep_speed=args.sleep_speed, sleep_time=args.sleep_time, contact_geometry=args.contact_geometry,
             bake_mode=args.bake_mode.upper() if args.bake_mode else None,
-            cache_folder=os.path.abspath(args.cache_folder or os.path.join(os.path.dirname(out), "prb_cache")))
+            cache_folder=os.path.abspath(args.cache_folder or os.path.join(os.path.dirname(out), CACHE_FOLDER_NAME)))
         progress = ProgressPrinter(sys.stderr)
         job = BakeJob(context, dynamic, static, options, log=job_module.print_log, progress=progress)
         checked = job.check()  # settings, device and its memory: refused here, before anything is converted or simulated

@@ -41,7 +41,10 @@ GEOMETRY_COPY = "prb_geometry_copy"  # on a mesh the bake copied from geometry-n
 MESH_INDEX = "prb_mesh"  # point attributes read by the node group
 SCALE = "prb_scale"
 ORIGIN = "prb_origin"
-DEFAULT_CACHE_FOLDER = "//prb_cache"
+# The point cache's folder, by default beside the .blend (the Cache Folder property's default; the
+# command line puts it beside --output)
+CACHE_FOLDER_NAME = "prb_cache"
+DEFAULT_CACHE_FOLDER = f"//{CACHE_FOLDER_NAME}/"
 # Above this many bodies the panel suggests baking to instances.
 SUGGEST_INSTANCES_ABOVE = 10_000
 

@@ -10,6 +10,7 @@ from bpy.props import (BoolProperty, EnumProperty, FloatProperty, FloatVectorPro
                        PointerProperty, StringProperty)
 
 from ..core.contact_geometry import CONTACT_GEOMETRY
+from .bake_instances import DEFAULT_CACHE_FOLDER
 from ..core.settings import (MANUAL_PARTICLE_RADIUS, MANUAL_SUBSTEPS, ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION,
                              ROLE_IGNORED, ROLE_STATIC, ConversionSettings, FrameSettings, ObjectSettings,
                              SimulationSettings)
@@ -159,7 +160,7 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
                                description="Refuse to simulate more particles than this")
     bake_mode: EnumProperty(name="Bake To", default=BAKE_MODE_ITEMS[0][0], items=BAKE_MODE_ITEMS)
     cache_folder: StringProperty(
-        name="Cache Folder", default="//prb_cache/", subtype="DIR_PATH", options=_BLEND_RELATIVE,
+        name="Cache Folder", default=DEFAULT_CACHE_FOLDER, subtype="DIR_PATH", options=_BLEND_RELATIVE,
         description="Where Bake To Instances writes its point cache ('//' is the folder of the .blend)")
 
 

@@ -451,3 +451,12 @@ def test_keyframes_refuse_bodies_an_instance_bake_shows(registered, blend):
     assert bpy.ops.prb.clear_bake() == {"FINISHED"}
     keyed_job, keyed = run_job(bake_mode="KEYFRAMES")
     assert len(keyed.keyed_objects) == BODY_COUNT
+
+
+def test_the_cache_folder_property_defaults_to_where_the_bake_writes_without_one(registered, tmp_path):
+    """One default for the instance cache's folder: the Cache Folder property's is the bake's own
+    (bake_instances.DEFAULT_CACHE_FOLDER), and both name the same file."""
+    scene = fresh_scene(1, 2)
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "default.blend"))
+    assert scene.prb_settings.cache_folder == bake_instances.DEFAULT_CACHE_FOLDER
+    assert bake_instances.cache_paths(scene, scene.prb_settings.cache_folder) == bake_instances.cache_paths(scene, None)
