@@ -62,6 +62,13 @@ inline bool manifold_chosen(int t, const int *chosen, int from, int to)
     return false;
 }
 
+// whether record t (r) of group g may still be chosen: in the group and not chosen yet
+inline bool manifold_open(__global const float4 *r, int t, int g, const float3 *group_normals, int groups,
+                          const int *chosen, int from, int to)
+{
+    return manifold_group(r[0].xyz, group_normals, groups) == g && !manifold_chosen(t, chosen, from, to);
+}
+
 // The records listed at records[0, count) cut to their manifolds' points in place, in their order:
 // the points kept count fully (share 1), the others' impulses are dropped (not applied, nor
 // warm-started at the next detection). Returns how many are kept.
@@ -97,8 +104,7 @@ inline int reduce_pair_records(__global int *records, int count, int stride, __g
         best_score = MANIFOLD_TOLERANCE2;
         for (int t = 0; t < count; ++t) {
             __global const float4 *r = listed_record(records, t, stride, solve_record);
-            if (manifold_group(r[0].xyz, group_normals, groups) != g || manifold_chosen(t, chosen, base, chosen_count))
-                continue;
+            if (!manifold_open(r, t, g, group_normals, groups, chosen, base, chosen_count)) continue;
             float3 d = r[stride].xyz - a;
             d -= dot(d, n) * n;
             float depth = fmax(r[stride].w, 0.0f);
@@ -116,8 +122,7 @@ inline int reduce_pair_records(__global int *records, int count, int stride, __g
         float best_area = 0.0f;
         for (int t = 0; t < count; ++t) {
             __global const float4 *r = listed_record(records, t, stride, solve_record);
-            if (manifold_group(r[0].xyz, group_normals, groups) != g || manifold_chosen(t, chosen, base, chosen_count))
-                continue;
+            if (!manifold_open(r, t, g, group_normals, groups, chosen, base, chosen_count)) continue;
             float area = dot(n, cross(ba, r[stride].xyz - a));
             if (MANIFOLD_PECKING * fabs(area) > best_score) { best = t; best_score = fabs(area); best_area = area; }
         }
@@ -131,8 +136,7 @@ inline int reduce_pair_records(__global int *records, int count, int stride, __g
         best_score = MANIFOLD_TOLERANCE2;
         for (int t = 0; t < count; ++t) {
             __global const float4 *r = listed_record(records, t, stride, solve_record);
-            if (manifold_group(r[0].xyz, group_normals, groups) != g || manifold_chosen(t, chosen, base, chosen_count))
-                continue;
+            if (!manifold_open(r, t, g, group_normals, groups, chosen, base, chosen_count)) continue;
             float3 p = r[stride].xyz;
             float score = fmax(sign * dot(n, cross(p - a, ba)),
                                fmax(sign * dot(n, cross(p - b, c - b)), sign * dot(n, cross(p - c, a - c))));
