@@ -278,8 +278,12 @@ inline void add_contact(
         xi = stored - dot(stored, n) * n;
     }
     float3 couple = (float3)(0.0f);
+#if CONTACT_SPRINGS
     float3 f = contact_law(cc, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mass_i, mass_j, mat_i, mat_j,
                            pair_damping_ratio, pair_friction, pair_rolling, &xi, &couple);
+#else
+    float3 f = (float3)(0.0f);  // no spring: the solve's record alone holds the contact
+#endif
     if (*slots_used < FRICTION_SLOTS) {
         new_key[*slots_used * stride] = key;
         new_xi[*slots_used * stride] = (float4)(xi, 0.0f);

@@ -450,6 +450,13 @@ inline void particle_pair_contact(
 #if VOXEL_CONTACTS
     if (body_j != STATIC_BODY && vx.particle_corner_reach[i] >= WHOLE_VOXEL_REACH
         && vx.particle_corner_reach[j] >= WHOLE_VOXEL_REACH) {
+#if LOWER_SIDE_PAIRS
+        // the coloured solve without springs reads a voxel pair's record on the lower body's side
+        // only (61_pair_colouring.cl record_pair): the higher body leaves the pair to the lower one,
+        // unless that one sleeps (this side then computes it, to wake it), and the pair's test runs
+        // once instead of twice
+        if (body_i > body_j && !is_asleep(ns.body_quiet[body_j], ns.sleep)) return;
+#endif
         float3 p_i = p_j - delta;
         bool touching = voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx,
                                            body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling,

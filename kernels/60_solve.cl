@@ -23,13 +23,25 @@ typedef struct {
     float4 q;
     float count;     // the shares of the body's contacts (mass splitting); 0: static or asleep
     int body;
+    // the other side of a pair (62_pair_solve.cl) in a pass that leaves the bodies where they are:
+    // its records' arms taken as the first side's plus from_a (the first side's centre minus this
+    // one's now), so both sides' impulses act at one world point
+    int arms_now;
+    float3 from_a;
 } SolveBody;
+
+// The arm of record r on side b: its own (r[2 stride], from the detection), or with b.arms_now the
+// point side a's arm reaches now
+inline float3 other_arm(__global const float4 *r, int stride, SolveBody b)
+{
+    return b.arms_now ? r[stride].xyz + b.from_a : r[2 * stride].xyz;
+}
 
 inline SolveBody solve_body(int b, __global const float4 *body_velocity, __global const float4 *body_angular_velocity,
                             __global const float4 *body_orientation, __global const float *body_solve_count,
                             __global const float *body_quiet, float4 sleep)
 {
-    SolveBody s = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, b};
+    SolveBody s = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, b, 0, (float3)(0.0f)};
     if (b < 0 || is_asleep(body_quiet[b], sleep)) return s;
     s.v = body_velocity[b].xyz;
     s.w = body_angular_velocity[b].xyz;
@@ -60,7 +72,8 @@ inline float4 solve_record_impulse(
     float3 n = f0.xyz, arm_i = f1.xyz;
     // depth_shift: how much deeper the bodies' motion since the record's detection took it
     float depth = f1.w + depth_shift, share = f2.w;  // f4: friction, restitution, impact speed
-    float3 v_j = (other >= 0) ? b.v + cross(b.w, f2.xyz) : f2.xyz;
+    float3 arm_j = (other >= 0) ? other_arm(r, stride, b) : f2.xyz;
+    float3 v_j = (other >= 0) ? b.v + cross(b.w, arm_j) : f2.xyz;
     float3 v_rel = a.v + cross(a.w, arm_i) - v_j;
     float vn = dot(v_rel, n);  // > 0: closing
     // closing at most what leaves the contact at the slop after the substep; a deeper one
@@ -83,7 +96,7 @@ inline float4 solve_record_impulse(
     allowed = relax ? fmax(allowed, 0.0f) : fmax(allowed, -solve_constants.y);
     if (bounce > 0.0f) allowed = fmin(allowed, -bounce * f4.y * f4.z);
     float k_n = split_inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
-              + ((other >= 0) ? split_inverse_mass(b, f2.xyz, n, body_mass, body_inv_inertia) : 0.0f);
+              + ((other >= 0) ? split_inverse_mass(b, arm_j, n, body_mass, body_inv_inertia) : 0.0f);
     float normal = (impulse_scale == 0.0f)
                  ? fmax(lambda.w + share * (vn - allowed) / k_n, 0.0f)
                  : fmax(lambda.w + mass_scale * share * (vn - allowed) / k_n - impulse_scale * lambda.w, 0.0f);
@@ -94,7 +107,7 @@ inline float4 solve_record_impulse(
     if (slip > 1e-9f) {
         float3 t = v_t / slip;
         float k_t = split_inverse_mass(a, arm_i, t, body_mass, body_inv_inertia)
-                  + ((other >= 0) ? split_inverse_mass(b, f2.xyz, t, body_mass, body_inv_inertia) : 0.0f);
+                  + ((other >= 0) ? split_inverse_mass(b, arm_j, t, body_mass, body_inv_inertia) : 0.0f);
         tangential -= share * v_t / k_t;
     }
     float limit = f4.x * normal;

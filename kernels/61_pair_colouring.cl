@@ -62,6 +62,13 @@ inline bool manifold_chosen(int t, const int *chosen, int from, int to)
     return false;
 }
 
+// whether record t (r) of group g may still be chosen: in the group and not chosen yet
+inline bool manifold_open(__global const float4 *r, int t, int g, const float3 *group_normals, int groups,
+                          const int *chosen, int from, int to)
+{
+    return manifold_group(r[0].xyz, group_normals, groups) == g && !manifold_chosen(t, chosen, from, to);
+}
+
 // The records listed at records[0, count) cut to their manifolds' points in place, in their order:
 // the points kept count fully (share 1), the others' impulses are dropped (not applied, nor
 // warm-started at the next detection). Returns how many are kept.
@@ -97,8 +104,7 @@ inline int reduce_pair_records(__global int *records, int count, int stride, __g
         best_score = MANIFOLD_TOLERANCE2;
         for (int t = 0; t < count; ++t) {
             __global const float4 *r = listed_record(records, t, stride, solve_record);
-            if (manifold_group(r[0].xyz, group_normals, groups) != g || manifold_chosen(t, chosen, base, chosen_count))
-                continue;
+            if (!manifold_open(r, t, g, group_normals, groups, chosen, base, chosen_count)) continue;
             float3 d = r[stride].xyz - a;
             d -= dot(d, n) * n;
             float depth = fmax(r[stride].w, 0.0f);
@@ -116,8 +122,7 @@ inline int reduce_pair_records(__global int *records, int count, int stride, __g
         float best_area = 0.0f;
         for (int t = 0; t < count; ++t) {
             __global const float4 *r = listed_record(records, t, stride, solve_record);
-            if (manifold_group(r[0].xyz, group_normals, groups) != g || manifold_chosen(t, chosen, base, chosen_count))
-                continue;
+            if (!manifold_open(r, t, g, group_normals, groups, chosen, base, chosen_count)) continue;
             float area = dot(n, cross(ba, r[stride].xyz - a));
             if (MANIFOLD_PECKING * fabs(area) > best_score) { best = t; best_score = fabs(area); best_area = area; }
         }
@@ -131,8 +136,7 @@ inline int reduce_pair_records(__global int *records, int count, int stride, __g
         best_score = MANIFOLD_TOLERANCE2;
         for (int t = 0; t < count; ++t) {
             __global const float4 *r = listed_record(records, t, stride, solve_record);
-            if (manifold_group(r[0].xyz, group_normals, groups) != g || manifold_chosen(t, chosen, base, chosen_count))
-                continue;
+            if (!manifold_open(r, t, g, group_normals, groups, chosen, base, chosen_count)) continue;
             float3 p = r[stride].xyz;
             float score = fmax(sign * dot(n, cross(p - a, ba)),
                                fmax(sign * dot(n, cross(p - b, c - b)), sign * dot(n, cross(p - c, a - c))));
@@ -177,13 +181,12 @@ __kernel void list_solve_pairs(
     __global int *pair_colour,
     __global uint *pair_bid,
     __global uint *body_colours,
-    __global uchar *body_impact,
+    __global int *body_impact,        // cleared by the host before this kernel
     __global int *pair_totals)
 {
     int b = get_global_id(0);
     if (b >= body_count) return;
     for (int w = 0; w < COLOUR_MASK_WORDS; ++w) body_colours[b * COLOUR_MASK_WORDS + w] = 0u;
-    bool impact = false;
     __global int *other_of = pair_other + b * max_pairs;
     __global float *share_of = pair_share + b * max_pairs;
     __global int *records_of = pair_record_count + b * max_pairs;
@@ -194,8 +197,12 @@ __kernel void list_solve_pairs(
             for (int k = 0; k < solve_count[i]; ++k) {
                 __global const float4 *r = solve_record + k * SOLVE_FIELDS * history_stride + i;
                 int other = as_int(r[0].w);
-                // an impact (one the solve gives restitution, from half IMPACT_SPEED) on any side
-                if (other != NO_RECORD && r[4 * history_stride].z > 0.5f * IMPACT_SPEED) impact = true;
+                // an impact (one the solve gives restitution, from half IMPACT_SPEED) on either body
+                // (a voxel pair's record may be on the lower body's side only: LOWER_SIDE_PAIRS)
+                if (other != NO_RECORD && r[4 * history_stride].z > 0.5f * IMPACT_SPEED) {
+                    atomic_or(body_impact + b, 1);
+                    if (other >= 0) atomic_or(body_impact + other, 1);
+                }
                 int key = record_pair(b, other, body_quiet, sleep);
                 if (key == NOT_A_PAIR) continue;
                 // kept in order of the other side (static first), not of the records' slots (which
@@ -220,7 +227,6 @@ __kernel void list_solve_pairs(
         }
     }
     pair_count[b] = listed;
-    body_impact[b] = impact;
     for (int p = 0; p < listed; ++p) pair_colour[b * max_pairs + p] = -1;
     pair_bid[b] = 0u;
     if (listed) atomic_add(pair_totals, listed);

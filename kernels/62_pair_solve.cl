@@ -1,6 +1,6 @@
 // Stage 62, the coloured passes of the velocity solve (solve_form "coloured"; contact-solve.md
-// E15): a launch per colour (61_pair_colouring.cl), a work-group of PAIR_LANES work-items per pair
-// of the colour. The lanes share out the pair's records (its list, 61) and solve them
+// E15): a launch per colour (61_pair_colouring.cl), PAIR_LANES work-items per pair of the colour (a
+// work-group of them; with one lane, work-groups of many pairs). The lanes share out the pair's records (its list, 61) and solve them
 // (solve_record_impulse, 60_solve.cl) from the two bodies' velocities at the launch's start, each
 // body's mass split over the pair's records only (Jacobi within the pair: solving a pair's records
 // one after another let friction sway a 40-cube column, E14); their sum changes both bodies at
@@ -48,13 +48,14 @@ inline float4 restitution_impulse(__global const float4 *r, int stride, SolveBod
     float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride], f4 = r[4 * stride];
     int other = as_int(f0.w);
     float3 n = f0.xyz, arm_i = f1.xyz;
-    float3 v_j = (other >= 0) ? b.v + cross(b.w, f2.xyz) : f2.xyz;
+    float3 arm_j = (other >= 0) ? other_arm(r, stride, b) : f2.xyz;
+    float3 v_j = (other >= 0) ? b.v + cross(b.w, arm_j) : f2.xyz;
     float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
     float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
                   ? -f4.y * f4.z
                   : fmax((slop - (f1.w + depth_shift)) / substep, 0.0f);
     float k_n = split_inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
-              + ((other >= 0) ? split_inverse_mass(b, f2.xyz, n, body_mass, body_inv_inertia) : 0.0f);
+              + ((other >= 0) ? split_inverse_mass(b, arm_j, n, body_mass, body_inv_inertia) : 0.0f);
     lambda.w = fmax(lambda.w + f2.w * (vn - allowed) / k_n, 0.0f);
     return lambda;
 }
@@ -70,7 +71,7 @@ inline void point_friction(__global const int *records, int count, int stride, _
 {
     for (int t = 0; t < count; ++t) {
         __global float4 *r = listed_record(records, t, stride, solve_record);
-        float3 n = r[0].xyz, arm_a = r[stride].xyz, arm_b = r[2 * stride].xyz;
+        float3 n = r[0].xyz, arm_a = r[stride].xyz, arm_b = other_arm(r, stride, *B);
         float4 lambda = r[3 * stride];
         float3 v_b = (B->body >= 0) ? B->v + cross(B->w, arm_b) : arm_b;
         float3 v_rel = A->v + cross(A->w, arm_a) - v_b;
@@ -123,7 +124,7 @@ inline void centre_friction(__global const int *records, int count, int stride, 
             __global const float4 *r = listed_record(records, t, stride, solve_record);
             if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
             centre_a += r[stride].xyz;
-            centre_b += r[2 * stride].xyz;
+            centre_b += other_arm(r, stride, *B);
             ++members;
         }
         centre_a /= (float)members;
@@ -178,8 +179,8 @@ inline void centre_friction(__global const int *records, int count, int stride, 
             history_impulse_out[records[t]] = lambda;
             *impulse += j;
             *moment_a += cross(r[stride].xyz, j);
-            *moment_b -= cross(r[2 * stride].xyz, j);
-            move_pair(A, B, r[stride].xyz, r[2 * stride].xyz, j, body_mass, body_inv_inertia);
+            *moment_b -= cross(other_arm(r, stride, *B), j);
+            move_pair(A, B, r[stride].xyz, other_arm(r, stride, *B), j, body_mass, body_inv_inertia);
         }
     }
 }
@@ -196,7 +197,7 @@ __kernel void solve_pair_contacts(
     __global const int *colour_pairs,
     __global const int *pair_other,
     __global const float *pair_share,
-    __global const uchar *body_impact,
+    __global const int *body_impact,
     __global const int *pair_record_start,
     __global const int *pair_record_count,
     __global const int *pair_records,
@@ -215,11 +216,17 @@ __kernel void solve_pair_contacts(
     __global const float4 *detect_position,
     __global const float4 *detect_orientation)
 {
+#if PAIR_LANES > 1
     __local float lane_sums[9 * PAIR_LANES];
     int lane = get_local_id(0);
+#else
+    int lane = 0;  // a work-item per pair (the sequential order's, whose points lane 0 solves)
+#endif
     int start = colour_start[solve_colour];
-    if (start + (int)get_group_id(0) >= colour_start[solve_colour + 1]) return;
-    int g = colour_pairs[start + get_group_id(0)];
+    int index = (int)(get_global_id(0) / PAIR_LANES);  // the pair's place in its colour
+    // (with lanes, the same for a whole work-group: the returns below skip no barrier of part of one)
+    if (start + index >= colour_start[solve_colour + 1]) return;
+    int g = colour_pairs[start + index];
     int b = g / max_pairs, c = pair_other[g];
     int stride = history_stride;
     // solve_kind: the pass's kind (above), plus SOLVE_PASS_BACKWARD for a sequential sweep from the
@@ -240,13 +247,32 @@ __kernel void solve_pair_contacts(
     // on a resting one rebounded at 0.75-0.88 of its restitution)
     float4 constants = solve_constants;
     if (struck) constants.w = 1.0f;
-    SolveBody A = {body_velocity[b].xyz, body_angular_velocity[b].xyz, body_orientation[b], split, b};
-    SolveBody B = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, c};
+    SolveBody A = {body_velocity[b].xyz, body_angular_velocity[b].xyz, body_orientation[b], split, b, 0, (float3)(0.0f)};
+    SolveBody B = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, c, 0, (float3)(0.0f)};
     if (c >= 0) {
         B.v = body_velocity[c].xyz;
         B.w = body_angular_velocity[c].xyz;
         B.q = body_orientation[c];
         B.count = split;
+#if MANIFOLD_POINTS > 0
+        // c takes each impulse at the world point b's arm reaches, not at its own arm from the
+        // detection: the two part as the bodies move, and an impulse pair at two points turns the
+        // pair (a glancing impact lost 3-5 % of its angular momentum). The point is where the
+        // bodies were at the substep's start for the passes that move them (the substep's
+        // positions follow from its final velocities), where they are now for the relax and
+        // restitution passes (after that move); while detecting every substep the start is the
+        // detection, whose arms already meet.
+        if (relax || restitution) {
+            B.arms_now = 1;
+            B.from_a = body_position[b].xyz - body_position[c].xyz;
+        }
+#if SUBSTEPS_PER_DETECTION > 1
+        else {
+            B.arms_now = 1;
+            B.from_a = start_position[b].xyz - start_position[c].xyz;
+        }
+#endif
+#endif
     }
 #if SUBSTEPS_PER_DETECTION > 1
     // contacts detected once per step: each record's depth at the substep's start follows from the
@@ -302,8 +328,9 @@ __kernel void solve_pair_contacts(
         }
         impulse += j;
         moment_a += cross(r[stride].xyz, j);
-        moment_b -= cross(r[2 * stride].xyz, j);  // c's arm (a static side's velocity: unused)
-        if (MANIFOLD_SEQUENTIAL && !warm) move_pair(&A, &B, r[stride].xyz, r[2 * stride].xyz, j, body_mass, body_inv_inertia);
+        float3 arm_b = (c >= 0) ? other_arm(r, stride, B) : r[2 * stride].xyz;  // (static: its velocity, unused)
+        moment_b -= cross(arm_b, j);
+        if (MANIFOLD_SEQUENTIAL && !warm) move_pair(&A, &B, r[stride].xyz, arm_b, j, body_mass, body_inv_inertia);
     }
     // in sequence (Box2D's order): the normals in every pass, friction after them in the relax passes
 #if MANIFOLD_SEQUENTIAL && !MANIFOLD_CENTRE_FRICTION
@@ -316,6 +343,7 @@ __kernel void solve_pair_contacts(
         centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, body_mass,
                         body_inv_inertia, &impulse, &moment_a, &moment_b);
 #endif
+#if PAIR_LANES > 1
     float sums[9];
     pair_lane_sums(sums, impulse, moment_a, moment_b);
     for (int s = 0; s < 9; ++s) lane_sums[s * PAIR_LANES + lane] = sums[s];
@@ -329,6 +357,7 @@ __kernel void solve_pair_contacts(
     impulse = (float3)(lane_sums[0], lane_sums[PAIR_LANES], lane_sums[2 * PAIR_LANES]);
     moment_a = (float3)(lane_sums[3 * PAIR_LANES], lane_sums[4 * PAIR_LANES], lane_sums[5 * PAIR_LANES]);
     moment_b = (float3)(lane_sums[6 * PAIR_LANES], lane_sums[7 * PAIR_LANES], lane_sums[8 * PAIR_LANES]);
+#endif
     bool move = kind < 2;  // relax and restitution: velocities only
     change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
                         body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity);

@@ -44,7 +44,7 @@ from .device import KERNEL_OPENCL_C, create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
 from .manifold import manifold_defines
-from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, grown_max_pairs
+from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, TooManyPairs, grown_max_pairs
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES, WARM_START_FRACTION,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH, SimulationSettings,
                        derive_contact_parameters, solve_softness, speculative_reach, speculative_time)
@@ -141,8 +141,11 @@ PAIR_BYTES_PER_BODY = 7 * 4 * INITIAL_MAX_PAIRS + 4 + 1 + 2 * 4 + MAX_PAIR_COLOU
 # these more (a round after the last colour costs one idle launch)
 SPARE_COLOUR_ROUNDS = 2
 # Work-items per pair in the coloured passes on a GPU (a warp; the lanes share out the pair's
-# records: 16 measured the same, 8 slower at 10k and 100k, E16); on a CPU one
+# records: 16 measured the same, 8 slower at 10k and 100k, E16); on a CPU one. Manifolds solved in
+# sequence take one on any device (lane 0 solves a pair's points one after another), their
+# work-groups PAIRS_PER_GROUP pairs.
 PAIR_LANES_GPU = 32
+PAIRS_PER_GROUP = 64
 
 
 def _may_solve(contact_geometry: str | None) -> bool:
@@ -251,7 +254,9 @@ class OpenCLEngine(StateMixin):
         self.solve_passes = self.settings.solve_passes
         self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
         override = os.environ.get("PRB_PAIR_LANES")  # tests run the GPU path on a CPU with it
-        self.pair_lanes = int(override) if override else (PAIR_LANES_GPU if self.device_info.is_gpu else 1)
+        sequential = self.settings.manifold_points and self.settings.manifold_order == "sequential"
+        self.pair_lanes = (int(override) if override else
+                           PAIR_LANES_GPU if self.device_info.is_gpu and not sequential else 1)
         geometry = CONTACT_GEOMETRY[self.settings.contact_geometry]
         if neighbour_skin is None:
             neighbour_skin = geometry.neighbour_skin
@@ -293,6 +298,7 @@ class OpenCLEngine(StateMixin):
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
                    f"-DSOLVE_PASSES={self.solve_passes}", f"-DCONTACT_SPRINGS={int(self.settings.contact_springs)}",
+                   f"-DLOWER_SIDE_PAIRS={int(self.coloured_solve and not self.settings.contact_springs)}",
                    f"-DSUBSTEPS_PER_DETECTION={self.settings.substeps_per_detection}",
                    f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
                    f"-DWARM_START_FRACTION={WARM_START_FRACTION[self.settings.solve_form]!r}f",
@@ -382,7 +388,7 @@ class OpenCLEngine(StateMixin):
         self.max_pairs = INITIAL_MAX_PAIRS
         self._allocate_pairs()
         a["pair_bid"] = buffer(nbytes=2 * 4 * body_count if self.coloured_solve else 16)
-        a["body_impact"] = buffer(nbytes=body_count if self.coloured_solve else 16)
+        a["body_impact"] = buffer(nbytes=4 * body_count if self.coloured_solve else 16)
         a["pair_records"] = buffer(nbytes=4 * FRICTION_SLOTS * particle_count if self.coloured_solve else 16)
         a["body_colours"] = buffer(nbytes=MAX_PAIR_COLOURS // 8 * body_count if self.coloured_solve else 16)
         a["pair_totals"] = buffer(nbytes=4 * (PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS))
@@ -568,6 +574,8 @@ class OpenCLEngine(StateMixin):
             order += ["solve_contacts", "apply_solve_impulses"] * self.solve_passes
             order += ["relax_contacts", "apply_relax_impulses"] * self.settings.relax_passes
         self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in order]
+        # between detections (substeps_per_detection > 1) a substep only integrates the bodies
+        self._integrate_launches = [launch for launch in self._launches if launch[3] == "integrate_bodies"]
 
     def _bind(self, names=None):
         """Set the kernels' arguments named ``names`` (all by default) from the table."""
@@ -644,7 +652,7 @@ class OpenCLEngine(StateMixin):
                 self.cl.enqueue_copy(queue, a["detect_position"], a["body_position"])
                 self.cl.enqueue_copy(queue, a["detect_orientation"], a["body_orientation"])
             else:
-                launches = [launch for launch in launches if launch[3] == "integrate_bodies"]
+                launches = self._integrate_launches
         if self.profile:
             for kernels, global_size, local_size, name in launches:
                 self._record(name, enqueue(queue, kernels[parity], global_size, local_size))
@@ -686,6 +694,7 @@ class OpenCLEngine(StateMixin):
         totals = self._pair_totals
         while True:
             cl.enqueue_fill_buffer(self.queue, a["pair_totals"], np.int32(0), 0, totals.nbytes)
+            cl.enqueue_fill_buffer(self.queue, a["body_impact"], np.int32(0), 0, 4 * self.body_count)
             self._enqueue(self._kernels["list_solve_pairs"][parity], "list_solve_pairs",
                           *self._work_sizes["list_solve_pairs"])
             slots = (_round_up(self.body_count * self.max_pairs),)
@@ -697,9 +706,7 @@ class OpenCLEngine(StateMixin):
                 rounds = colour_round + 1
                 cl.enqueue_copy(self.queue, totals, a["pair_totals"])
                 if totals[3] > MAX_PAIR_COLOURS:
-                    raise RuntimeError(f"a body touches more than {MAX_PAIR_COLOURS} others, more than Rigid "
-                                       "Voxels' solve takes: use Contacts: Particles or Flat Faces, or fewer, "
-                                       "larger bodies")
+                    raise TooManyPairs()
                 if totals[1] > self.max_pairs or totals[2] == totals[0]:
                     break
             if totals[1] <= self.max_pairs:
@@ -722,7 +729,7 @@ class OpenCLEngine(StateMixin):
     def _enqueue_pair_solve(self, parity, detecting=True, last_of_detection=True):
         """The coloured solve's launches (62_pair_solve.cl): the warm start, the solve passes and the
         relax passes, with manifolds at a detection's last substep the restitution passes, each a
-        launch per colour, a work-group of pair_lanes work-items per pair; the pairs listed and
+        launch per colour, pair_lanes work-items per pair (one: work-groups of PAIRS_PER_GROUP pairs); the pairs listed and
         coloured when the contacts were detected."""
         counts = self._colour_pairs(parity) if detecting else self.colour_pair_counts
         kinds = [0] + [1] * self.solve_passes + [2] * self.settings.relax_passes
@@ -732,7 +739,10 @@ class OpenCLEngine(StateMixin):
             # every other substep each pair's points last to first (reference.py _solve_pairs)
             kinds = [kind | SOLVE_PASS_BACKWARD if kind else kind for kind in kinds]
         lanes = self.pair_lanes
-        sizes = [((int(count) * lanes,), (lanes,)) for count in counts]
+        if lanes == 1:  # work-groups of many pairs (62_pair_solve.cl returns past the colour's last)
+            sizes = [((_round_up(int(count), PAIRS_PER_GROUP),), (PAIRS_PER_GROUP,)) for count in counts]
+        else:
+            sizes = [((int(count) * lanes,), (lanes,)) for count in counts]
         for kind in kinds:
             for colour, (global_size, local_size) in enumerate(sizes):
                 self._enqueue(self._colour_kernel("solve_pair_contacts", colour, kind, parity),

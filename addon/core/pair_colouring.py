@@ -33,6 +33,15 @@ MAX_PAIR_COLOURS = 1024
 PAIR_COLOUR_COUNTS = 5
 
 
+class TooManyPairs(ValueError):
+    """A body touches more others than the coloured solve has colours for: the scene is the user's
+    to change (a ValueError: one message, no traceback, in the panel and headless)."""
+
+    def __init__(self):
+        super().__init__(f"a body touches more than {MAX_PAIR_COLOURS} others, more than Rigid Voxels' solve "
+                         "takes: use Contacts: Particles or Flat Faces, or fewer, larger bodies")
+
+
 def grown_max_pairs(current: int, needed: int) -> int:
     """Pair slots per body after a body needed ``needed``: doubled until they hold it."""
     size = current
@@ -102,7 +111,7 @@ def colour_pairs(pairs: dict, max_pairs: int, body_count: int) -> SolvePairs:
             taken = used[body[index]] | (used[other[index]] if other[index] >= 0 else set())
             chosen = next(c for c in range(MAX_PAIR_COLOURS + 1) if c not in taken)
             if chosen == MAX_PAIR_COLOURS:
-                raise RuntimeError(f"the coloured solve needs more than {MAX_PAIR_COLOURS} colours")
+                raise TooManyPairs()
             colour[index] = chosen
             used[body[index]].add(chosen)
             if other[index] >= 0:

@@ -88,6 +88,10 @@ class ReferenceEngine(StateMixin):
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = self.settings.solve_passes
         self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
+        # the coloured solve without springs reads a voxel pair's record on the lower body's side only
+        self.lower_side_pairs = self.coloured_solve and not self.settings.contact_springs
+        # c's arms from the detection while a pass acts at the arms b's reach now (_solve_pairs)
+        self._detection_arm_j = {}
         self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
         self.pairs = None  # the last substep's coloured pairs (pair_colouring.SolvePairs)
         # per friction slot: the fastest the contact has closed since it last parted (restitution)
@@ -454,6 +458,8 @@ class ReferenceEngine(StateMixin):
                 if dist <= 1e-9 * r:
                     continue
                 if self.voxels and is_voxel_pair(m, i, j):
+                    if self.lower_side_pairs and b > m.particle_body[j] and not asleep[m.particle_body[j]]:
+                        continue  # the lower body's side computes it (40_contacts.cl LOWER_SIDE_PAIRS)
                     self._voxel_pair(i, j, pos, vel, state, asleep, slots_in, self.history_permitted[i], slots_out,
                                      touched_next, force, torque)
                     continue
@@ -658,7 +664,8 @@ class ReferenceEngine(StateMixin):
         the two bodies' motion since (62_pair_solve.cl; 0 while detecting every substep)."""
         if self.settings.substeps_per_detection == 1:
             return 0.0
-        n, other, arm_i, arm_j = record[0], record[1], record[2], record[4]
+        n, other, arm_i = record[0], record[1], record[2]
+        arm_j = self._detection_arm_j.get(id(record), record[4])
 
         def moved(body, arm):
             turn = quaternion_to_matrix(self.q_start[body]) @ quaternion_to_matrix(self.q_detect[body]).T
@@ -724,11 +731,17 @@ class ReferenceEngine(StateMixin):
         each pair's (particle, record) on its lower body in walk order (``self.pair_records``)."""
         m = self.model
         awake = ~self._is_asleep(self.quiet)
-        # bodies taking an impact this substep (a record the solve gives restitution, any side)
+        # bodies taking an impact this substep: a record the solve gives restitution, on an awake
+        # body, flags both its bodies (61_pair_colouring.cl list_solve_pairs)
         self.body_impact = np.zeros(m.body_count, dtype=bool)
         for i, records in self.records.items():
-            if any(record[8] > 0.5 * IMPACT_SPEED for record in records):
-                self.body_impact[m.particle_body[i]] = True
+            if not awake[m.particle_body[i]]:
+                continue
+            for record in records:
+                if record[8] > 0.5 * IMPACT_SPEED:
+                    self.body_impact[m.particle_body[i]] = True
+                    if record[1] >= 0:
+                        self.body_impact[record[1]] = True
         own = []  # per body: its side of its pairs' records, (particle, record)
         for b in range(m.body_count):
             found = []
@@ -801,6 +814,21 @@ class ReferenceEngine(StateMixin):
                 omega_start = dict(omega)
                 impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
                 listed = self.pair_records[index]
+                # with manifolds c takes each impulse at the point b's arm reaches, not at c's arm
+                # from the detection (62_pair_solve.cl SolveBody.arms_now): one world point, so the
+                # pair keeps its angular momentum
+                # pair keeps its angular momentum; the passes that move the bodies at the point as
+                # the substep started (detecting every substep: the detection's, where the arms meet)
+                moving = kind in ("warm", "solve")
+                arms_now = (self.settings.manifold_points and c >= 0
+                            and (not moving or self.settings.substeps_per_detection > 1))
+                if arms_now:
+                    positions = self.x_start if moving else self.x
+                    detection_arms = [record[4] for _, record in listed]
+                    for _, record in listed:
+                        # (the depth's shift still follows c's arm from the detection: _depth_shift)
+                        self._detection_arm_j[id(record)] = record[4]
+                        record[4] = record[2] + positions[b] - positions[c]
                 # in sequence: every other substep last to first (62_pair_solve.cl SOLVE_PASS_BACKWARD),
                 # so the first point's larger share of a pass alternates across the manifold instead
                 # of tilting every stacked pair the same way (a 40-cube column crept 10 cm in 3 s)
@@ -838,6 +866,10 @@ class ReferenceEngine(StateMixin):
                     impulse += j_sum
                     moment_b += moment_b_sum
                     moment_c += moment_c_sum
+                if arms_now:
+                    for (_, record), arm in zip(listed, detection_arms):
+                        record[4] = arm
+                    self._detection_arm_j.clear()
                 move = kind in ("warm", "solve")  # relax and restitution: velocities only
                 self._change_momenta(b, impulse, moment_b, move, omega_start[b])
                 if c >= 0:

@@ -11,7 +11,7 @@ import pytest
 from addon.core import Material, ModelBuilder, SimulationSettings
 from addon.core.model import STATIC_BODY
 from addon.core.opencl_engine import OpenCLEngine
-from addon.core.pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, colour_pairs, list_pairs
+from addon.core.pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, TooManyPairs, colour_pairs, list_pairs
 from addon.core.settings import COLOURED_VOXELS, JACOBI_VOXELS
 from addon.core.shapes import box_particles
 from bench.contact_figures import rebound_ratio
@@ -247,7 +247,23 @@ def test_a_body_with_more_pairs_than_the_colours_is_refused_with_one_message():
     engine.step(1)
     assert list(engine.colour_pair_counts) == [1] * MAX_PAIR_COLOURS  # every pair shares the board
     engine = engine_for(board_under_stones(MAX_PAIR_COLOURS), **COLOURED)
-    with pytest.raises(RuntimeError) as refused:
+    with pytest.raises(TooManyPairs) as refused:
         engine.step(1)
     assert str(refused.value) == (f"a body touches more than {MAX_PAIR_COLOURS} others, more than Rigid Voxels' "
                                   "solve takes: use Contacts: Particles or Flat Faces, or fewer, larger bodies")
+    # a ValueError: the panel and the command line report it as the user's to change, without a traceback
+    assert isinstance(refused.value, ValueError)
+
+
+def test_the_reference_refuses_a_body_beyond_the_colours_with_the_same_message():
+    """pair_colouring.colour_pairs (the reference's colouring) stops where the kernels do, with the
+    same exception: a body with one pair more than MAX_PAIR_COLOURS."""
+    bodies = MAX_PAIR_COLOURS + 2
+    body_records = [[(other, 1.0) for other in range(1, bodies)]] + [[] for _ in range(bodies - 1)]
+    pairs, needed = list_pairs(body_records, MAX_PAIR_COLOURS + 1)
+    assert needed == MAX_PAIR_COLOURS + 1
+    with pytest.raises(TooManyPairs, match=f"a body touches more than {MAX_PAIR_COLOURS} others"):
+        colour_pairs(pairs, MAX_PAIR_COLOURS + 1, bodies)
+    body_records[0].pop()  # one pair fewer: every colour taken, none refused
+    pairs, _ = list_pairs(body_records, MAX_PAIR_COLOURS + 1)
+    assert colour_pairs(pairs, MAX_PAIR_COLOURS + 1, bodies).colour_count == MAX_PAIR_COLOURS

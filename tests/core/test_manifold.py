@@ -9,7 +9,7 @@ from addon.core.manifold import reduce_manifold
 from addon.core.reference import ReferenceEngine
 from addon.core.settings import COLOURED_VOXELS, JACOBI_VOXELS
 from addon.core.shapes import box_particles, cube_particles
-from bench.contact_figures import ball, column, rebound_ratio
+from bench.contact_figures import ball, column, momentum, rebound_ratio
 from tests.core.helpers import assert_kernels_follow_the_solve_reference
 
 R = 1 / 6
@@ -148,7 +148,9 @@ def dropped_on_a_cube(restitution, speed):
 @pytest.mark.parametrize("order, friction", [("jacobi", "points"), ("sequential", "centre")])
 def test_kernels_match_the_reference_restitution_passes(pair_lanes, order, friction, monkeypatch):
     """The restitution passes at each detection's last substep (gated by the normal impulse a point
-    carried since its detection) agree: a cube dropped on a stack of two, rebounding."""
+    carried since its detection) agree: a cube dropped on a stack of two, rebounding, over the 30
+    substeps of the impact and the rebound. (It lands back at substep 31, its contact crossing the
+    slop, where the soft step switches on: float32 and float64 may take different sides there.)"""
     monkeypatch.setenv("PRB_PAIR_LANES", pair_lanes)
     settings = SimulationSettings(**{**X2C1, "manifold_order": order, "manifold_friction": friction})
     rising = []
@@ -156,7 +158,7 @@ def test_kernels_match_the_reference_restitution_passes(pair_lanes, order, frict
     def top_speed(reference, _):
         rising.append(reference.body_state().velocity[2, 2])
 
-    reference, solved = assert_kernels_follow_the_solve_reference(dropped_on_a_cube(0.6, 3.0), settings, 40, top_speed)
+    reference, solved = assert_kernels_follow_the_solve_reference(dropped_on_a_cube(0.6, 3.0), settings, 30, top_speed)
     assert solved > 0.0
     # it rebounded: from 3 m/s at e 0.6 the top parts from the stack at 1.5 m/s, but the impact
     # lands in a step's last substep (detected a step early, SPECULATIVE_REACH), where one pass
@@ -201,3 +203,14 @@ def test_bad_manifolds_are_refused_with_one_message():
         SimulationSettings(**COLOURED_VOXELS, manifold_points=4, manifold_order="serial")
     with pytest.raises(ValueError, match="friction at a manifold's centre needs manifolds solved in sequence"):
         SimulationSettings(**COLOURED_VOXELS, manifold_points=4, manifold_friction="centre")
+
+
+@pytest.mark.parametrize("every", [1, 4])
+def test_a_glancing_impact_keeps_its_momentum_with_manifolds(every):
+    """A spinning cube glancing off a turned box (no gravity, friction 0.6), detected every substep
+    and every 4: linear and angular momentum within 1e-3 (issue 22's gate). Each impulse acts on
+    both bodies at one world point (62_pair_solve.cl SolveBody.arms_now); with each side at its own
+    arm from the detection the pair lost 3-5 % of its angular momentum."""
+    figures = momentum({**X2C1, "solve_passes": 2, "substeps_per_detection": every})
+    assert figures["linear_change"] < 1e-3
+    assert abs(figures["angular_change"]) < 1e-3
