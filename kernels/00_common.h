@@ -213,18 +213,15 @@ inline int history_slot(const int *old_key, int key)
 // centre, or a static side's velocity at the point; share), f 3: the accumulated impulses
 // (tangential xyz, normal), starting from those it ended its last substep with (kept in the friction
 // history's slot, history_impulse), f 4: (friction coefficient, restitution, impact speed, w) with w
-// the substeps started since the detection, or with manifolds the most normal impulse the record
-// carried since (62_pair_solve.cl: what gates its restitution).
-// The impact speed is the fastest the contact has closed since it last parted (kept in the friction
-// history's slot, history_impact): an impact faster than IMPACT_SPEED parts at its restitution
-// times that speed.
+// the most normal impulse the record carried since its detection (62_pair_solve.cl: what gates its
+// restitution). The impact speed is how fast the contact closed at its detection (Box2D's
+// relativeVelocity): the restitution pass (62_pair_solve.cl) parts an impact faster than
+// IMPACT_SPEED at its restitution times that speed, once per detection.
 #define SOLVE_FIELDS 5
 #define NO_RECORD (-3)
 
 typedef struct {
     __global float4 *record;             // solve_record + i
-    __global const float *impact_in;     // history_impact_in + i
-    __global float *impact_out;          // history_impact_out + i
     __global const float4 *impulse_in;   // history_impulse_in + i
     __global float4 *impulse_out;        // history_impulse_out + i
     __global const float *pair_restitution;
@@ -237,16 +234,10 @@ inline void write_solve_record(SolveRecords sr, const int *old_key, int key, int
                                int mat_i, int mat_j, float closing)
 {
     int old = history_slot(old_key, key);
-    // with manifolds the approach speed at this detection alone (Box2D's relativeVelocity): their
-    // restitution pass (62_pair_solve.cl) runs once per detection, so an impact it parted does
-    // not part again at the next detection
-    float impact = (closing > 0.0f)
-                 ? ((MANIFOLD_POINTS > 0) ? closing : fmax(closing, (old >= 0) ? sr.impact_in[old * stride] : 0.0f))
-                 : 0.0f;
-    sr.impact_out[slot * stride] = impact;
+    float impact = fmax(closing, 0.0f);
     float4 warm = (float4)(0.0f);
     if (old >= 0) {
-        warm = sr.impulse_in[old * stride] * WARM_START_FRACTION;
+        warm = sr.impulse_in[old * stride];
         warm.xyz -= dot(warm.xyz, n) * n;  // friction in the contact's tangent plane now
     }
     sr.impulse_out[slot * stride] = warm;

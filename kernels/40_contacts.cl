@@ -450,13 +450,10 @@ inline void particle_pair_contact(
 #if VOXEL_CONTACTS
     if (body_j != STATIC_BODY && vx.particle_corner_reach[i] >= WHOLE_VOXEL_REACH
         && vx.particle_corner_reach[j] >= WHOLE_VOXEL_REACH) {
-#if LOWER_SIDE_PAIRS
-        // the coloured solve without springs reads a voxel pair's record on the lower body's side
-        // only (61_pair_colouring.cl record_pair): the higher body leaves the pair to the lower one,
-        // unless that one sleeps (this side then computes it, to wake it), and the pair's test runs
-        // once instead of twice
+        // the solve reads a voxel pair's record on the lower body's side only (61_pair_colouring.cl
+        // record_pair): the higher body leaves the pair to the lower one, unless that one sleeps
+        // (this side then computes it, to wake it), and the pair's test runs once instead of twice
         if (body_i > body_j && !is_asleep(ns.body_quiet[body_j], ns.sleep)) return;
-#endif
         float3 p_i = p_j - delta;
         bool touching = voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx,
                                            body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling,
@@ -487,11 +484,8 @@ inline void particle_pair_contact(
                 mass_i, contact_mass(body_j, body_contact_mass), mat_i, ns.particle_material[j],
                 pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                 new_key, new_xi, slots_used, force, torque);
-#if SOLVE_PASSES && CONTACT_SPRINGS
-    // sphere against sphere is left to the contact law
-    if (*slots_used > before) solve_records.record[before * SOLVE_FIELDS * stride] = (float4)(n, as_float(NO_RECORD));
-#elif SOLVE_PASSES
-    // without springs the solve holds it too, at the point halfway between the centres
+#if SOLVE_PASSES
+    // the solve holds it, at the point halfway between the centres
     if (*slots_used > before) {
         float3 point = p_j - delta + 0.5f * dist * n;
         float3 arm_j = (body_j != STATIC_BODY) ? point - ns.body_position[body_j].xyz : (float3)(0.0f);
@@ -720,8 +714,6 @@ __kernel void compute_contacts(
     __global const float *shape_field,
     __global float4 *solve_record,           // contact records for the velocity solve (SOLVE_PASSES)
     __global uchar *solve_count,             // records per particle
-    __global const float *history_impact_in,     // per friction slot: the contact's impact speed
-    __global float *history_impact_out,
     __global const float4 *history_impulse_in,   // per friction slot: the contact's impulses (warm start)
     __global float4 *history_impulse_out,
     __global const float *pair_restitution)
@@ -749,8 +741,7 @@ __kernel void compute_contacts(
     float3 torque = (float3)(0.0f);
     float contact_count = 0.0f;
     float solve_share = 0.0f;  // the shares of i's records: the body's count for the solve's mass splitting
-    SolveRecords records = {solve_record + i, history_impact_in + i, history_impact_out + i, history_impulse_in + i,
-                            history_impulse_out + i, pair_restitution};
+    SolveRecords records = {solve_record + i, history_impulse_in + i, history_impulse_out + i, pair_restitution};
 #if SOLVE_PASSES
     solve_count[i] = 0;
 #endif
@@ -764,7 +755,6 @@ __kernel void compute_contacts(
             if (key == EMPTY_SLOT) break;
             history_xi_out[k * history_stride + i] = history_xi_in[k * history_stride + i];
 #if SOLVE_PASSES
-            history_impact_out[k * history_stride + i] = history_impact_in[k * history_stride + i];
             history_impulse_out[k * history_stride + i] = history_impulse_in[k * history_stride + i];
 #endif
         }
@@ -780,7 +770,7 @@ __kernel void compute_contacts(
                           &contact_count);
     }
 #if !CONTACT_SPRINGS
-    // the solve alone holds the contacts (SimulationSettings.contact_springs): their records stay
+    // the solve alone holds the contacts (ContactGeometry.springs False): their records stay
     force = (float3)(0.0f);
     torque = (float3)(0.0f);
 #endif

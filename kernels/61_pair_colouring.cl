@@ -1,4 +1,4 @@
-// Stage 61, the body pairs of the coloured solve (solve_form "coloured"; contact-solve.md E15) and
+// Stage 61, the body pairs of the velocity solve (contact-solve.md E15, rigid-step.md) and
 // their colouring, each substep after the contacts are recorded. A pair is a body and another it
 // has records with: a body of higher index, or every static side at once (STATIC_BODY). Its
 // records are those on the lower body's particles (the other body's mirror them: the voxel
@@ -19,7 +19,7 @@
 // The pair a record of body b belongs to (the other body, or STATIC_BODY for every static side),
 // or NOT_A_PAIR: an empty slot, the higher body's mirror of a lower one's record (the voxel
 // contacts give both sides the same normal, depth, point and share), or a sleeping partner's (a
-// sleeping body's contacts are left to the springs until it wakes, as in the Jacobi passes)
+// sleeping body's contacts wait until it wakes)
 #define NOT_A_PAIR (-2)
 inline int record_pair(int b, int other, __global const float *body_quiet, float4 sleep)
 {
@@ -27,9 +27,8 @@ inline int record_pair(int b, int other, __global const float *body_quiet, float
     return (other >= 0) ? other : STATIC_BODY;
 }
 
-#if MANIFOLD_POINTS > 0
 // A pair's records reduced to manifolds of at most MANIFOLD_POINTS points per group of normals
-// (core/manifold.py reduce_manifold, Box3D's b3ReduceManifoldPoints; SimulationSettings.manifold_points)
+// (core/manifold.py reduce_manifold, Box3D's b3ReduceManifoldPoints)
 
 // Box3D's b3ArbitraryPerp: a fixed vector normal to unit n
 inline float3 arbitrary_perpendicular(float3 n)
@@ -158,7 +157,6 @@ inline int reduce_pair_records(__global int *records, int count, int stride, __g
     }
     return kept;
 }
-#endif
 
 __kernel void list_solve_pairs(
     const int body_count,
@@ -174,7 +172,6 @@ __kernel void list_solve_pairs(
     __global const float *body_quiet,
     __global int *pair_other,
     __global int *pair_count,
-    __global float *pair_share,
     __global int *pair_record_start,
     __global int *pair_record_count,
     __global int *pair_records,
@@ -188,7 +185,6 @@ __kernel void list_solve_pairs(
     if (b >= body_count) return;
     for (int w = 0; w < COLOUR_MASK_WORDS; ++w) body_colours[b * COLOUR_MASK_WORDS + w] = 0u;
     __global int *other_of = pair_other + b * max_pairs;
-    __global float *share_of = pair_share + b * max_pairs;
     __global int *records_of = pair_record_count + b * max_pairs;
     int listed = 0, unlisted = 0;
     int first = body_first_particle[b], end = first + body_particle_count[b];
@@ -198,7 +194,7 @@ __kernel void list_solve_pairs(
                 __global const float4 *r = solve_record + k * SOLVE_FIELDS * history_stride + i;
                 int other = as_int(r[0].w);
                 // an impact (one the solve gives restitution, from half IMPACT_SPEED) on either body
-                // (a voxel pair's record may be on the lower body's side only: LOWER_SIDE_PAIRS)
+                // (a voxel pair's record is on the lower body's side only, 40_contacts.cl)
                 if (other != NO_RECORD && r[4 * history_stride].z > 0.5f * IMPACT_SPEED) {
                     atomic_or(body_impact + b, 1);
                     if (other >= 0) atomic_or(body_impact + other, 1);
@@ -213,15 +209,12 @@ __kernel void list_solve_pairs(
                     if (listed == max_pairs) { ++unlisted; continue; }
                     for (int p = listed; p > at; --p) {
                         other_of[p] = other_of[p - 1];
-                        share_of[p] = share_of[p - 1];
                         records_of[p] = records_of[p - 1];
                     }
                     ++listed;
                     other_of[at] = key;
-                    share_of[at] = 0.0f;
                     records_of[at] = 0;
                 }
-                share_of[at] += r[2 * history_stride].w;
                 records_of[at] += 1;
             }
         }
@@ -248,7 +241,6 @@ __kernel void list_solve_pairs(
         int count = solve_count[i];
         int slot_order[FRICTION_SLOTS];
         for (int k = 0; k < count; ++k) slot_order[k] = k;
-#if MANIFOLD_POINTS > 0
         // a particle's records by their friction key, not their slot: the slots follow the
         // neighbour lists' order, which differs between devices and the reference, and a manifold
         // (its groups' leading normals, its points' pecking order, the sequential order) depends
@@ -261,7 +253,6 @@ __kernel void list_solve_pairs(
             }
             slot_order[at] = s;
         }
-#endif
         for (int o = 0; o < count; ++o) {
             int k = slot_order[o];
             int key = record_pair(b, as_int(solve_record[k * SOLVE_FIELDS * history_stride + i].w), body_quiet, sleep);
@@ -271,13 +262,9 @@ __kernel void list_solve_pairs(
             pair_records[start_of[at] + records_of[at]++] = k * history_stride + i;
         }
     }
-#if MANIFOLD_POINTS > 0
-    for (int p = 0; p < listed; ++p) {
+    for (int p = 0; p < listed; ++p)
         records_of[p] = reduce_pair_records(pair_records + start_of[p], records_of[p], history_stride, solve_record,
                                             history_impulse_out);
-        share_of[p] = (float)records_of[p];
-    }
-#endif
 }
 
 // Jones-Plassmann rounds with a greedy colour: each round, every pair not yet coloured bids its

@@ -1,24 +1,14 @@
-// Stage 62, the coloured passes of the velocity solve (solve_form "coloured"; contact-solve.md
-// E15): a launch per colour (61_pair_colouring.cl), PAIR_LANES work-items per pair of the colour (a
-// work-group of them; with one lane, work-groups of many pairs). The lanes share out the pair's records (its list, 61) and solve them
-// (solve_record_impulse, 60_solve.cl) from the two bodies' velocities at the launch's start, each
-// body's mass split over the pair's records only (Jacobi within the pair: solving a pair's records
-// one after another let friction sway a 40-cube column, E14); their sum changes both bodies at
-// once, equal and opposite, so the next colour sees it (Gauss-Seidel across pairs). A pass over
-// all colours carries a load down a whole stack instead of one body per Jacobi pass, and ends the
-// cycle the Jacobi form's partial warm start ran into (E14). The sum is reduced in a fixed order:
-// deterministic. solve_kind: 0 the warm start (the impulses the records start with), 1 a solve
-// pass, 2 a relax pass (no push-out, velocities only), 3 a restitution pass (manifolds only:
-// after the relax passes of a detection's last substep, restitution_impulse).
+// Stage 62, the passes of the velocity solve (docs/experiments/rigid-step.md): a launch per colour
+// (61_pair_colouring.cl), a work-item per pair of the colour in work-groups of PAIRS_PER_GROUP
+// pairs. Each pair's manifold points are solved one after another at full mass from the two bodies'
+// velocities, each seeing the last one's impulse (Box2D's order within a manifold), and the pair's
+// sum changes both bodies, equal and opposite, so the next colour sees it (Gauss-Seidel across
+// pairs): a pass over all colours carries a load down a whole stack. solve_kind: 0 the warm start
+// (the impulses the records start with), 1 a solve pass, 2 a relax pass (no push-out, velocities
+// only, then each manifold's friction at its centre), 3 a restitution pass (after the relax passes
+// of a detection's last substep, restitution_impulse).
 
 #define SOLVE_PASS_BACKWARD 4
-
-inline void pair_lane_sums(float *sums, float3 impulse, float3 moment_a, float3 moment_b)
-{
-    sums[0] = impulse.x; sums[1] = impulse.y; sums[2] = impulse.z;
-    sums[3] = moment_a.x; sums[4] = moment_a.y; sums[5] = moment_a.z;
-    sums[6] = moment_b.x; sums[7] = moment_b.y; sums[8] = moment_b.z;
-}
 
 // The pair's velocities (a and b, as the pass sees them) after impulse j on a at arm_a and -j on b
 // at arm_b (b.body < 0: a static side, unmoved)
@@ -54,52 +44,12 @@ inline float4 restitution_impulse(__global const float4 *r, int stride, SolveBod
     float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
                   ? -f4.y * f4.z
                   : fmax((slop - (f1.w + depth_shift)) / substep, 0.0f);
-    float k_n = split_inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
-              + ((other >= 0) ? split_inverse_mass(b, arm_j, n, body_mass, body_inv_inertia) : 0.0f);
+    float k_n = inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
+              + ((other >= 0) ? inverse_mass(b, arm_j, n, body_mass, body_inv_inertia) : 0.0f);
     lambda.w = fmax(lambda.w + f2.w * (vn - allowed) / k_n, 0.0f);
     return lambda;
 }
 
-#if MANIFOLD_SEQUENTIAL && !MANIFOLD_CENTRE_FRICTION
-// Box2D's friction (contact_solver.c b2SolveContact, relax passes only, after all the normals): each
-// point in turn from the velocities now, limited by mu times its normal impulse now
-// (reference.py _point_friction); the changes added to the pass's sums.
-inline void point_friction(__global const int *records, int count, int stride, __global float4 *solve_record,
-                           __global float4 *history_impulse_out, SolveBody *A, SolveBody *B,
-                           __global const float *body_mass, __global const float *body_inv_inertia,
-                           float3 *impulse, float3 *moment_a, float3 *moment_b)
-{
-    for (int t = 0; t < count; ++t) {
-        __global float4 *r = listed_record(records, t, stride, solve_record);
-        float3 n = r[0].xyz, arm_a = r[stride].xyz, arm_b = other_arm(r, stride, *B);
-        float4 lambda = r[3 * stride];
-        float3 v_b = (B->body >= 0) ? B->v + cross(B->w, arm_b) : arm_b;
-        float3 v_rel = A->v + cross(A->w, arm_a) - v_b;
-        float3 v_t = v_rel - dot(v_rel, n) * n;
-        float slip = length(v_t);
-        float3 tangential = lambda.xyz;
-        if (slip > 1e-9f) {
-            float3 u = v_t / slip;
-            float k_t = split_inverse_mass(*A, arm_a, u, body_mass, body_inv_inertia)
-                      + ((B->body >= 0) ? split_inverse_mass(*B, arm_b, u, body_mass, body_inv_inertia) : 0.0f);
-            tangential -= r[2 * stride].w * v_t / k_t;
-        }
-        float limit = r[4 * stride].x * lambda.w;
-        float held = length(tangential);
-        if (held > limit) tangential *= (held > 0.0f) ? limit / held : 0.0f;
-        float3 j = tangential - lambda.xyz;
-        lambda.xyz = tangential;
-        r[3 * stride] = lambda;
-        history_impulse_out[records[t]] = lambda;
-        *impulse += j;
-        *moment_a += cross(arm_a, j);
-        *moment_b -= cross(arm_b, j);
-        move_pair(A, B, arm_a, arm_b, j, body_mass, body_inv_inertia);
-    }
-}
-#endif
-
-#if MANIFOLD_CENTRE_FRICTION
 // Box3D's friction of each manifold of the pair (a group of normals, 61 manifold_group) at its
 // centre and its twist about the normal, from the velocities now (reference.py _centre_friction).
 // Kept as the points' tangential impulses: an equal share of the centre's plus the twist spread
@@ -151,8 +101,8 @@ inline void centre_friction(__global const int *records, int count, int stride, 
         float slip = length(v_t);
         if (slip > 1e-9f) {
             float3 t = v_t / slip;
-            float k_t = split_inverse_mass(*A, centre_a, t, body_mass, body_inv_inertia)
-                      + ((B->body >= 0) ? split_inverse_mass(*B, centre_b, t, body_mass, body_inv_inertia) : 0.0f);
+            float k_t = inverse_mass(*A, centre_a, t, body_mass, body_inv_inertia)
+                      + ((B->body >= 0) ? inverse_mass(*B, centre_b, t, body_mass, body_inv_inertia) : 0.0f);
             held -= v_t / k_t;
         }
         float size = length(held);
@@ -184,7 +134,6 @@ inline void centre_friction(__global const int *records, int count, int stride, 
         }
     }
 }
-#endif
 
 __kernel void solve_pair_contacts(
     const int solve_colour,
@@ -196,7 +145,6 @@ __kernel void solve_pair_contacts(
     __global const int *colour_start,
     __global const int *colour_pairs,
     __global const int *pair_other,
-    __global const float *pair_share,
     __global const int *body_impact,
     __global const int *pair_record_start,
     __global const int *pair_record_count,
@@ -216,45 +164,35 @@ __kernel void solve_pair_contacts(
     __global const float4 *detect_position,
     __global const float4 *detect_orientation)
 {
-#if PAIR_LANES > 1
-    __local float lane_sums[9 * PAIR_LANES];
-    int lane = get_local_id(0);
-#else
-    int lane = 0;  // a work-item per pair (the sequential order's, whose points lane 0 solves)
-#endif
     int start = colour_start[solve_colour];
-    int index = (int)(get_global_id(0) / PAIR_LANES);  // the pair's place in its colour
-    // (with lanes, the same for a whole work-group: the returns below skip no barrier of part of one)
+    int index = get_global_id(0);  // the pair's place in its colour
     if (start + index >= colour_start[solve_colour + 1]) return;
     int g = colour_pairs[start + index];
     int b = g / max_pairs, c = pair_other[g];
     int stride = history_stride;
-    // solve_kind: the pass's kind (above), plus SOLVE_PASS_BACKWARD for a sequential sweep from the
-    // pair's last point to its first
+    // solve_kind: the pass's kind (above), plus SOLVE_PASS_BACKWARD for a sweep from the pair's last
+    // point to its first
     int kind = solve_kind & (SOLVE_PASS_BACKWARD - 1);
-    bool backward = MANIFOLD_SEQUENTIAL && (solve_kind & SOLVE_PASS_BACKWARD);
+    bool backward = solve_kind & SOLVE_PASS_BACKWARD;
     bool warm = kind == 0, relax = kind == 2, restitution = kind == 3;
     bool struck = body_impact[b] || (c >= 0 && body_impact[c]);
-    if (restitution && !struck) return;  // no impact on either body: nothing to part (the whole group)
-    // MANIFOLD_SEQUENTIAL: the records one after another at full mass (lane 0), each seeing the
-    // last one's impulse (Box2D's order within a manifold; SimulationSettings.manifold_order), every
-    // other substep last to first (the host adds SOLVE_PASS_BACKWARD): the first point takes more
-    // of a pass than the last, and always the same first point tilted every stacked pair the same
-    // way (a 40-cube column crept 10 cm in 3 s; alternating, 1 mm)
-    float split = MANIFOLD_SEQUENTIAL ? 1.0f : fmax(pair_share[g], 1e-6f);
+    if (restitution && !struck) return;  // no impact on either body: nothing to part
+    // the points one after another, every other substep last to first (the host adds
+    // SOLVE_PASS_BACKWARD): the first point takes more of a pass than the last, and always the same
+    // first point tilted every stacked pair the same way (a 40-cube column crept 10 cm in 3 s;
+    // alternating, 1 mm)
     // soft contacts, but rigid where either body takes an impact this substep: a soft contact
     // under an impact's load gives way (its leak) and the impact's rebound with it (a cube dropped
     // on a resting one rebounded at 0.75-0.88 of its restitution)
     float4 constants = solve_constants;
     if (struck) constants.w = 1.0f;
-    SolveBody A = {body_velocity[b].xyz, body_angular_velocity[b].xyz, body_orientation[b], split, b, 0, (float3)(0.0f)};
+    SolveBody A = {body_velocity[b].xyz, body_angular_velocity[b].xyz, body_orientation[b], 1.0f, b, 0, (float3)(0.0f)};
     SolveBody B = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, c, 0, (float3)(0.0f)};
     if (c >= 0) {
         B.v = body_velocity[c].xyz;
         B.w = body_angular_velocity[c].xyz;
         B.q = body_orientation[c];
-        B.count = split;
-#if MANIFOLD_POINTS > 0
+        B.count = 1.0f;
         // c takes each impulse at the world point b's arm reaches, not at its own arm from the
         // detection: the two part as the bodies move, and an impulse pair at two points turns the
         // pair (a glancing impact lost 3-5 % of its angular momentum). The point is where the
@@ -272,7 +210,6 @@ __kernel void solve_pair_contacts(
             B.from_a = start_position[b].xyz - start_position[c].xyz;
         }
 #endif
-#endif
     }
 #if SUBSTEPS_PER_DETECTION > 1
     // contacts detected once per step: each record's depth at the substep's start follows from the
@@ -289,9 +226,7 @@ __kernel void solve_pair_contacts(
     float3 impulse = (float3)(0.0f), moment_a = (float3)(0.0f), moment_b = (float3)(0.0f);
     __global const int *records = pair_records + pair_record_start[g];
     int record_count = pair_record_count[g];
-    int first_record = MANIFOLD_SEQUENTIAL ? ((lane == 0) ? 0 : record_count) : lane;
-    int record_step = MANIFOLD_SEQUENTIAL ? 1 : PAIR_LANES;
-    for (int t = first_record; t < record_count; t += record_step) {
+    for (int t = 0; t < record_count; ++t) {
         int slot = records[backward ? record_count - 1 - t : t];  // k * stride + i: friction slot k of particle i
         int k = slot / stride, i = slot - k * stride;
         __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
@@ -300,9 +235,6 @@ __kernel void solve_pair_contacts(
         float3 j;
         if (warm) {
             j = -lambda.w * n + lambda.xyz;
-#if SUBSTEPS_PER_DETECTION > 1 && MANIFOLD_POINTS == 0
-            r[4 * stride].w += 1.0f;  // substeps started since the detection (solve_record_impulse)
-#endif
         } else {
             float depth_shift = 0.0f;
 #if SUBSTEPS_PER_DETECTION > 1
@@ -318,46 +250,22 @@ __kernel void solve_pair_contacts(
                         ? restitution_impulse(r, stride, A, B, substep, constants.x, depth_shift, body_mass,
                                               body_inv_inertia)
                         : solve_record_impulse(r, stride, A, B, substep, constants, relax, body_mass,
-                                               body_inv_inertia, depth_shift, !MANIFOLD_SEQUENTIAL);
+                                               body_inv_inertia, depth_shift);
             j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
             r[3 * stride] = next;
-#if MANIFOLD_POINTS > 0
             r[4 * stride].w = fmax(r[4 * stride].w, next.w);  // the most it carried since its detection
-#endif
             history_impulse_out[slot] = next;
         }
         impulse += j;
         moment_a += cross(r[stride].xyz, j);
         float3 arm_b = (c >= 0) ? other_arm(r, stride, B) : r[2 * stride].xyz;  // (static: its velocity, unused)
         moment_b -= cross(arm_b, j);
-        if (MANIFOLD_SEQUENTIAL && !warm) move_pair(&A, &B, r[stride].xyz, arm_b, j, body_mass, body_inv_inertia);
+        if (!warm) move_pair(&A, &B, r[stride].xyz, arm_b, j, body_mass, body_inv_inertia);
     }
-    // in sequence (Box2D's order): the normals in every pass, friction after them in the relax passes
-#if MANIFOLD_SEQUENTIAL && !MANIFOLD_CENTRE_FRICTION
-    if (relax && lane == 0)
-        point_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, body_mass,
-                       body_inv_inertia, &impulse, &moment_a, &moment_b);
-#endif
-#if MANIFOLD_CENTRE_FRICTION
-    if (relax && lane == 0)
+    // friction after the normals, in the relax passes (Box2D's order)
+    if (relax)
         centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, body_mass,
                         body_inv_inertia, &impulse, &moment_a, &moment_b);
-#endif
-#if PAIR_LANES > 1
-    float sums[9];
-    pair_lane_sums(sums, impulse, moment_a, moment_b);
-    for (int s = 0; s < 9; ++s) lane_sums[s * PAIR_LANES + lane] = sums[s];
-    for (int span = PAIR_LANES / 2; span > 0; span /= 2) {
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lane < span)
-            for (int s = 0; s < 9; ++s) lane_sums[s * PAIR_LANES + lane] += lane_sums[s * PAIR_LANES + lane + span];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lane != 0) return;
-    impulse = (float3)(lane_sums[0], lane_sums[PAIR_LANES], lane_sums[2 * PAIR_LANES]);
-    moment_a = (float3)(lane_sums[3 * PAIR_LANES], lane_sums[4 * PAIR_LANES], lane_sums[5 * PAIR_LANES]);
-    moment_b = (float3)(lane_sums[6 * PAIR_LANES], lane_sums[7 * PAIR_LANES], lane_sums[8 * PAIR_LANES]);
-#endif
     bool move = kind < 2;  // relax and restitution: velocities only
     change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
                         body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity);

@@ -17,11 +17,19 @@ class ContactGeometry:
     description: str  # what a user sees of it (the menu item's tooltip, before the cost)
     summary: str  # the same in a few words (the Contacts tooltip, --help)
     cost: str  # its time against the others
-    # Default stiffness target (fraction of the particle radius a contact sinks under the design load)
+    # True: contacts are springs (a force from depth and speed, stepped explicitly, the substep set by
+    # their stiffness); False: contacts solved at the velocity level (the solve's settings below)
+    springs: bool
+    # Springs' stiffness target (fraction of the particle radius a contact sinks under the design load)
     target_penetration: float
-    # Default passes of the velocity solve over the contacts after each substep (kernels 60-62);
-    # 0: this geometry has no solve and takes none
+    # The solve's defaults (SimulationSettings): passes and relax passes per substep, substeps per
+    # detection of the contacts, the soft step's frequency (a fraction of the substep rate) and the
+    # substep (seconds; None: from the springs' stiffness)
     solve_passes: int
+    relax_passes: int
+    substeps_per_detection: int
+    solve_hertz_fraction: float
+    substep: float | None
     # Neighbour lists (opencl_engine): how far they reach beyond contact distance (a fraction of the
     # particle diameter), how many other-body particles one holds, and after which fraction of the
     # skin a moving body has them rebuilt (None: the engine derives it from voxel_pairs.VOXEL_PAIR_REACH
@@ -29,13 +37,6 @@ class ContactGeometry:
     neighbour_skin: float
     neighbour_slots: int
     rebuild_fraction: float | None
-    # The stiffness target without the solve (solve_passes 0), for a geometry that has one
-    springs_only_target_penetration: float | None = None
-
-    def default_target_penetration(self, solve_passes: int) -> float:
-        if solve_passes or self.springs_only_target_penetration is None:
-            return self.target_penetration
-        return self.springs_only_target_penetration
 
     def tooltip(self) -> str:
         return f"{self.description}. {self.cost[0].upper()}{self.cost[1:]}"
@@ -48,7 +49,8 @@ PARTICLES = ContactGeometry(
     summary="sphere against sphere, faces settling into the hollows between particles",
     cost="the fastest of the three",
     # piles flow at any stiffness (E4, E10): stiffer springs only cost substeps
-    target_penetration=0.05, solve_passes=0,
+    springs=True, target_penetration=0.05, solve_passes=0, relax_passes=0, substeps_per_detection=1,
+    solve_hertz_fraction=0.0, substep=None,
     # a skin of 0.5 measured fastest (docs/experiments/engine-layouts.md); rebuilt after 0.45 of it
     # (a little under half, for float rounding)
     neighbour_skin=0.5, neighbour_slots=16, rebuild_fraction=0.45)
@@ -60,7 +62,8 @@ SDF = ContactGeometry(
     cost="about 2x the CPU time, 4-7x on a GPU, in dense piles",
     # each particle against the other body's signed-distance field (body_sdf); its 1000-cube pile ends
     # further from Newton's than the particles' (E6): an opt-in for flat faces
-    target_penetration=0.05, solve_passes=0,
+    springs=True, target_penetration=0.05, solve_passes=0, relax_passes=0, substeps_per_detection=1,
+    solve_hertz_fraction=0.0, substep=None,
     # body_sdf shares a contact over pairs up to PAIR_REACH (3.2) radii apart, all of which the lists
     # must hold: a skin of a diameter rebuilt after 0.18 of it lists every pair within
     # 2 r + 2 r (1 - 2 * 0.18) = 3.28 r
@@ -71,11 +74,12 @@ VOXELS = ContactGeometry(
                 "sinking into each other: flat faces, sharp edges, still stacks, bounces at the bounciness set, and "
                 "piles that stand like rigid boxes (a 1000-cube pile keeps Newton's shape) instead of flowing",
     summary="solid bodies pile and stack like rigid boxes, their contacts solved",
-    cost="about 10x the time of Particles on a CPU, 12-30x on a GPU",
-    # whole voxels box against box (voxel_pairs), their contacts solved at the velocity level: the
-    # solve's stiffness on top of the particles' target (E15, E16); springs alone stand a pile like
-    # Newton's and Bullet's boxes only 16x stiffer, at 4x the substeps (E12)
-    target_penetration=0.05, solve_passes=16, springs_only_target_penetration=0.05 / 16,
+    cost="on a CPU about 0.8x the time of Particles, on a GPU 2.5-5x",
+    # whole voxels box against box (voxel_pairs), their contacts solved at the velocity level, Box2D
+    # v3's step (docs/experiments/rigid-step.md): 4 substeps per 60 Hz step, each 2 solve passes and
+    # 1 relax pass, contacts detected once per step, soft at a quarter of the substep rate
+    springs=False, target_penetration=0.05, solve_passes=2, relax_passes=1, substeps_per_detection=4,
+    solve_hertz_fraction=0.25, substep=1.0 / 240.0,
     # voxel_pairs meets up to VOXEL_PAIR_REACH (2 sqrt(3)) radii apart: the engine sets the rebuild
     # fraction so that every pair within it stays listed (0.12 of a diameter's skin: 3.52 r)
     neighbour_skin=1.0, neighbour_slots=32, rebuild_fraction=None)

@@ -1,5 +1,5 @@
-"""A body pair's contact records reduced to manifolds of a few points (the rigid step's X2,
-SimulationSettings.manifold_points; kernels/61_pair_colouring.cl reduce_pair_records mirrors it).
+"""A body pair's contact records reduced to manifolds of a few points (the rigid step's X2;
+kernels/61_pair_colouring.cl reduce_pair_records mirrors it).
 
 Two cubes face on face carry 9-25 voxel records; the coloured solve, Jacobi within a pair, splits
 each body's mass over all of them and converges slowly with few passes. Box3D (convex_manifold.c
@@ -24,7 +24,7 @@ MANIFOLD_GROUPS = 8
 # points nearer than this (particle radii) to the chosen ones add nothing (Box3D: its speculative
 # distance); voxel records lie 1-2 radii apart
 MANIFOLD_TOLERANCE = 0.5
-MAX_MANIFOLD_POINTS = 4
+MANIFOLD_POINTS = 4  # Box3D's
 
 
 def arbitrary_perpendicular(n: np.ndarray) -> np.ndarray:
@@ -124,12 +124,10 @@ def reduce_manifold(normals, points, depths, limit, radius) -> list[int]:
     return sorted(kept)
 
 
-def manifold_defines(settings, radius: float) -> list[str]:
-    """The kernels' build options for the reduction (61_pair_colouring.cl) and the order within a
-    pair (62_pair_solve.cl)."""
-    return [f"-DMANIFOLD_POINTS={settings.manifold_points}", f"-DMANIFOLD_GROUPS={MANIFOLD_GROUPS}",
+def manifold_defines(radius: float) -> list[str]:
+    """The kernels' build options for the reduction (61_pair_colouring.cl) and the friction at the
+    manifolds' centres (62_pair_solve.cl)."""
+    return [f"-DMANIFOLD_POINTS={MANIFOLD_POINTS}", f"-DMANIFOLD_GROUPS={MANIFOLD_GROUPS}",
             f"-DMANIFOLD_NORMAL_COSINE={MANIFOLD_NORMAL_COSINE!r}f", f"-DMANIFOLD_PECKING={MANIFOLD_PECKING!r}f",
             f"-DMANIFOLD_TIE={float((1.0 - MANIFOLD_PECKING) * radius)!r}f",
-            f"-DMANIFOLD_TOLERANCE2={float((MANIFOLD_TOLERANCE * radius) ** 2)!r}f",
-            f"-DMANIFOLD_SEQUENTIAL={int(settings.manifold_order == 'sequential')}",
-            f"-DMANIFOLD_CENTRE_FRICTION={int(settings.manifold_friction == 'centre')}"]
+            f"-DMANIFOLD_TOLERANCE2={float((MANIFOLD_TOLERANCE * radius) ** 2)!r}f"]

@@ -45,7 +45,7 @@ from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
 from .manifold import manifold_defines
 from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, TooManyPairs, grown_max_pairs
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES, WARM_START_FRACTION,
+from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH, SimulationSettings,
                        derive_contact_parameters, solve_softness, speculative_reach, speculative_time)
 from .state import BodyState, StateMixin
@@ -73,12 +73,9 @@ STAGES = (
     Stage("30_colliders.cl"),  # planes and triangles: functions compute_contacts calls
     Stage("40_contacts.cl", ("compute_contacts",)),
     Stage("50_bodies.cl", ("integrate_bodies",)),
-    # if solving (Jacobi form): warm start, solve_passes solve passes, relax_passes relax passes, each
-    # then applied (_bind_arguments orders their launches)
-    Stage("60_solve.cl", ("warm_start_contacts", "solve_contacts", "relax_contacts", "apply_solve_impulses",
-                          "apply_relax_impulses")),
-    # if solving (coloured form): the body pairs listed and coloured, then the warm start and the
-    # passes a launch per colour (_enqueue_pair_solve: the colours are read back each substep)
+    Stage("60_solve.cl"),  # the solve's passes over one record: functions solve_pair_contacts calls
+    # if solving (Rigid Voxels): the body pairs listed and coloured, then the warm start and the
+    # passes a launch per colour (_enqueue_pair_solve: the colours are read back at each detection)
     Stage("61_pair_colouring.cl", ("list_solve_pairs", "bid_for_colour", "take_colour", "gather_colour_pairs")),
     Stage("62_pair_solve.cl", ("solve_pair_contacts",)),
 )
@@ -133,18 +130,16 @@ MAX_BODY_LANES = 8
 # thousand floats per distinct shape, are left out.)
 _BYTES_PER_PARTICLE_BUT_LISTS = 16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
 BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
-# the coloured solve's pair lists (slot's other side, share, first record and record count, colour,
-# rank in its colour, place in a colour's list) at INITIAL_MAX_PAIRS slots (grown if a body needs
-# more), the pair count, the impact flag, two rounds' bids and the colour masks
-PAIR_BYTES_PER_BODY = 7 * 4 * INITIAL_MAX_PAIRS + 4 + 1 + 2 * 4 + MAX_PAIR_COLOURS // 8
+# the solve's pair lists (slot's other side, first record and record count, colour, rank in its
+# colour, place in a colour's list) at INITIAL_MAX_PAIRS slots (grown if a body needs more), the
+# pair count, the impact flag, two rounds' bids and the colour masks
+PAIR_BYTES_PER_BODY = 6 * 4 * INITIAL_MAX_PAIRS + 4 + 4 + 2 * 4 + MAX_PAIR_COLOURS // 8
 # Colouring rounds enqueued before the colours are read back: the last substep's colours and
 # these more (a round after the last colour costs one idle launch)
 SPARE_COLOUR_ROUNDS = 2
-# Work-items per pair in the coloured passes on a GPU (a warp; the lanes share out the pair's
-# records: 16 measured the same, 8 slower at 10k and 100k, E16); on a CPU one. Manifolds solved in
-# sequence take one on any device (lane 0 solves a pair's points one after another), their
-# work-groups PAIRS_PER_GROUP pairs.
-PAIR_LANES_GPU = 32
+# Work-items of the solve's passes per work-group: one per pair, as a pair's manifold points are
+# solved one after another (32 lanes per pair, sharing out its records, left 31 idle: the 10k pile
+# 647 -> 459 ms per simulated second on the H100 with one, rigid-step.md)
 PAIRS_PER_GROUP = 64
 
 
@@ -162,13 +157,13 @@ def bytes_per_particle(contact_geometry: str | None = None) -> int:
 
 
 def solve_bytes_per_particle(contact_geometry: str | None = None) -> int:
-    """Device bytes per particle of the velocity solve (its records, the impact speeds' and impulses'
-    histories, the passes' impulses, the record count, the coloured form's lists of each pair's
-    records) where the geometry may solve (None: the largest)."""
+    """Device bytes per particle of the velocity solve (its records, the impulses' history, the
+    record count, the lists of each pair's records) where the geometry may solve
+    (None: the largest)."""
     solves = _may_solve(contact_geometry)
-    histories = 2 * (4 + 16) * FRICTION_SLOTS  # double-buffered, per friction slot
+    histories = 2 * 16 * FRICTION_SLOTS  # double-buffered, per friction slot
     pair_records = 4 * FRICTION_SLOTS
-    return (SOLVE_FIELDS * 16 * FRICTION_SLOTS + histories + 2 * 16 + 1 + pair_records) if solves else 0
+    return (SOLVE_FIELDS * 16 * FRICTION_SLOTS + histories + 1 + pair_records) if solves else 0
 
 
 def estimate_device_memory(particle_count: int, body_count: int, contact_geometry: str | None = None) -> int:
@@ -178,7 +173,7 @@ def estimate_device_memory(particle_count: int, body_count: int, contact_geometr
 
 
 def solve_bytes_per_body(contact_geometry: str | None = None) -> int:
-    """Device bytes per body of the coloured velocity solve's pair lists where the geometry may solve
+    """Device bytes per body of the velocity solve's pair lists where the geometry may solve
     (None: the largest), at INITIAL_MAX_PAIRS slots."""
     return PAIR_BYTES_PER_BODY if _may_solve(contact_geometry) else 0
 
@@ -250,13 +245,9 @@ class OpenCLEngine(StateMixin):
         self.substeps_done = 0
         self.sdf_contacts = self.settings.contact_geometry == "sdf"
         self.voxel_contacts = self.settings.contact_geometry == "voxels"
-        # the velocity solve over the contacts' records (kernels/60_solve.cl): voxel contacts only
+        # the velocity solve over the contacts' records (kernels 60-62): Rigid Voxels only
         self.solve_passes = self.settings.solve_passes
-        self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
-        override = os.environ.get("PRB_PAIR_LANES")  # tests run the GPU path on a CPU with it
-        sequential = self.settings.manifold_points and self.settings.manifold_order == "sequential"
-        self.pair_lanes = (int(override) if override else
-                           PAIR_LANES_GPU if self.device_info.is_gpu and not sequential else 1)
+        self.coloured_solve = self.solve_passes > 0
         geometry = CONTACT_GEOMETRY[self.settings.contact_geometry]
         if neighbour_skin is None:
             neighbour_skin = geometry.neighbour_skin
@@ -298,12 +289,10 @@ class OpenCLEngine(StateMixin):
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
                    f"-DSOLVE_PASSES={self.solve_passes}", f"-DCONTACT_SPRINGS={int(self.settings.contact_springs)}",
-                   f"-DLOWER_SIDE_PAIRS={int(self.coloured_solve and not self.settings.contact_springs)}",
                    f"-DSUBSTEPS_PER_DETECTION={self.settings.substeps_per_detection}",
                    f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
-                   f"-DWARM_START_FRACTION={WARM_START_FRACTION[self.settings.solve_form]!r}f",
-                   f"-DPAIR_LANES={self.pair_lanes}", f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
-                   f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", *manifold_defines(self.settings, model.particle_radius),
+                   f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
+                   f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", *manifold_defines(model.particle_radius),
                    "-cl-denorms-are-zero", OPENCL_C_STANDARD]
         source = program_source()
         self.build_options = tuple(options)
@@ -382,8 +371,6 @@ class OpenCLEngine(StateMixin):
         solving = self.solve_passes > 0
         a["solve_record"] = buffer(nbytes=16 * SOLVE_FIELDS * FRICTION_SLOTS * particle_count if solving else 16)
         a["solve_count"] = buffer(np.zeros(particle_count if solving else 4, np.uint8))
-        a["solve_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
-        a["solve_angular_impulse"] = buffer(nbytes=16 * particle_count if solving else 16)
         a["body_solve_count"] = buffer(nbytes=4 * body_count if solving else 16)
         self.max_pairs = INITIAL_MAX_PAIRS
         self._allocate_pairs()
@@ -399,8 +386,6 @@ class OpenCLEngine(StateMixin):
         self._colour_start = np.zeros(MAX_PAIR_COLOURS + 1, np.int32)
         self.colour_pair_counts = np.zeros(0, np.int64)
         a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
-        impacts = np.zeros(particle_count * FRICTION_SLOTS if solving else 4, np.float32)
-        self._double_buffer("history_impact_in", "history_impact_out", buffer(impacts), buffer(impacts))
         impulses = np.zeros((particle_count * FRICTION_SLOTS if solving else 1, 4), np.float32)
         self._double_buffer("history_impulse_in", "history_impulse_out", buffer(impulses), buffer(impulses))
         # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the H100
@@ -479,9 +464,9 @@ class OpenCLEngine(StateMixin):
         self.queue.finish()
 
     def _allocate_pairs(self):
-        """The coloured solve's pair lists at max_pairs slots per body (placeholders otherwise)."""
+        """The solve's pair lists at max_pairs slots per body (placeholders otherwise)."""
         slots = self.body_count * self.max_pairs if self.coloured_solve else 4
-        for name in ("pair_other", "pair_share", "pair_record_start", "pair_record_count", "pair_colour",
+        for name in ("pair_other", "pair_record_start", "pair_record_count", "pair_colour",
                      "pair_rank", "colour_pairs"):
             self.arguments[name] = self._buffer(nbytes=4 * slots)
         self.arguments["pair_count"] = self._buffer(nbytes=4 * self.body_count if self.coloured_solve else 16)
@@ -559,20 +544,11 @@ class OpenCLEngine(StateMixin):
             "compute_contacts": (particles, (64,)),
             "integrate_bodies": ((_round_up(body_count, BODY_GROUP_SIZE // self.body_lanes) * self.body_lanes,),
                                  (BODY_GROUP_SIZE,)),
-            "solve_contacts": (particles, None),
-            "warm_start_contacts": (particles, None),
-            "relax_contacts": (particles, None),
-            "apply_solve_impulses": ((_round_up(body_count),), None),
-            "apply_relax_impulses": ((_round_up(body_count),), None),
             "list_solve_pairs": ((_round_up(body_count),), None),
         }
         # what a substep enqueues, in order: (kernel's two instances, global size, local size, name);
-        # the coloured solve's launches follow them (_enqueue_pair_solve)
+        # the solve's launches follow them (_enqueue_pair_solve)
         order = [name for name in LAUNCH_ORDER if name not in SOLVE_KERNELS]
-        if self.solve_passes and not self.coloured_solve:
-            order += ["warm_start_contacts", "apply_solve_impulses"]
-            order += ["solve_contacts", "apply_solve_impulses"] * self.solve_passes
-            order += ["relax_contacts", "apply_relax_impulses"] * self.settings.relax_passes
         self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in order]
         # between detections (substeps_per_detection > 1) a substep only integrates the bodies
         self._integrate_launches = [launch for launch in self._launches if launch[3] == "integrate_bodies"]
@@ -715,7 +691,7 @@ class OpenCLEngine(StateMixin):
             self.max_pairs = grown_max_pairs(self.max_pairs, int(totals[1]))
             self._allocate_pairs()
             self.arguments["max_pairs"] = np.int32(self.max_pairs)
-            self._bind(("pair_other", "pair_share", "pair_record_start", "pair_record_count", "pair_colour",
+            self._bind(("pair_other", "pair_record_start", "pair_record_count", "pair_colour",
                         "pair_rank", "colour_pairs", "pair_count", "max_pairs"))
             self._colour_kernels.clear()
         self.colour_rounds = max(int(totals[4]), 1)
@@ -727,22 +703,19 @@ class OpenCLEngine(StateMixin):
         return counts
 
     def _enqueue_pair_solve(self, parity, detecting=True, last_of_detection=True):
-        """The coloured solve's launches (62_pair_solve.cl): the warm start, the solve passes and the
-        relax passes, with manifolds at a detection's last substep the restitution passes, each a
-        launch per colour, pair_lanes work-items per pair (one: work-groups of PAIRS_PER_GROUP pairs); the pairs listed and
-        coloured when the contacts were detected."""
+        """The solve's launches (62_pair_solve.cl): the warm start, the solve passes and the relax
+        passes, at a detection's last substep the restitution passes, each a launch per colour in
+        work-groups of PAIRS_PER_GROUP pairs; the pairs listed and coloured when the contacts were
+        detected."""
         counts = self._colour_pairs(parity) if detecting else self.colour_pair_counts
         kinds = [0] + [1] * self.solve_passes + [2] * self.settings.relax_passes
-        if self.settings.manifold_points and last_of_detection:
+        if last_of_detection:
             kinds += [3] * MANIFOLD_RESTITUTION_PASSES  # once per detection (62_pair_solve.cl)
-        if self.settings.manifold_order == "sequential" and self.substeps_done % 2:
+        if self.substeps_done % 2:
             # every other substep each pair's points last to first (reference.py _solve_pairs)
             kinds = [kind | SOLVE_PASS_BACKWARD if kind else kind for kind in kinds]
-        lanes = self.pair_lanes
-        if lanes == 1:  # work-groups of many pairs (62_pair_solve.cl returns past the colour's last)
-            sizes = [((_round_up(int(count), PAIRS_PER_GROUP),), (PAIRS_PER_GROUP,)) for count in counts]
-        else:
-            sizes = [((int(count) * lanes,), (lanes,)) for count in counts]
+        # (62_pair_solve.cl returns past the colour's last pair)
+        sizes = [((_round_up(int(count), PAIRS_PER_GROUP),), (PAIRS_PER_GROUP,)) for count in counts]
         for kind in kinds:
             for colour, (global_size, local_size) in enumerate(sizes):
                 self._enqueue(self._colour_kernel("solve_pair_contacts", colour, kind, parity),

@@ -14,9 +14,9 @@ One substep (seed ch. 5-6, with friction and restitution added):
  3. per body: F = sum f + M g, T = sum (r x f + tau); P += F dt, L += T dt, damping, terminal speed
  4. x += v dt; q by the implicit-midpoint / Cayley rotation step (``_rotation_step``, 00_common.h
     rotation_step); w = R I^-1 R^T L (3-4: ``_integrate``, 50_bodies.cl integrate_bodies)
- 5. voxel contacts with ``solve_passes``: passes of a velocity solve over the contacts of step 2,
-    Jacobi (``_solve``, 60_solve.cl) or over coloured body pairs (``_solve_pairs``,
-    61_pair_colouring.cl and 62_pair_solve.cl)
+ 5. Rigid Voxels: no springs in step 2 but records, solved at the velocity level over coloured
+    body pairs' manifolds (``_solve_pairs``, 60_solve.cl, 61_pair_colouring.cl, 62_pair_solve.cl),
+    the contacts detected every ``substeps_per_detection`` substeps
 """
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, WHOLE_VOXEL_REACH, e
                           push_out_birth_depth, voxel_pair)
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
-from .manifold import manifold_group, manifold_groups, reduce_manifold
+from .manifold import MANIFOLD_POINTS, manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS,
-                       SPECULATIVE_REACH, WARM_START_FRACTION, SimulationSettings, derive_contact_parameters,
+                       SPECULATIVE_REACH, SimulationSettings, derive_contact_parameters,
                        solve_softness, speculative_reach, speculative_time)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
@@ -87,15 +87,13 @@ class ReferenceEngine(StateMixin):
         self.speculative_time = speculative_time(self.settings, self.params.substep)
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = self.settings.solve_passes
-        self.coloured_solve = self.solve_passes > 0 and self.settings.solve_form == "coloured"
-        # the coloured solve without springs reads a voxel pair's record on the lower body's side only
-        self.lower_side_pairs = self.coloured_solve and not self.settings.contact_springs
+        self.coloured_solve = self.solve_passes > 0
+        # the solve reads a voxel pair's record on the lower body's side only
+        self.lower_side_pairs = self.coloured_solve
         # c's arms from the detection while a pass acts at the arms b's reach now (_solve_pairs)
         self._detection_arm_j = {}
         self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
         self.pairs = None  # the last substep's coloured pairs (pair_colouring.SolvePairs)
-        # per friction slot: the fastest the contact has closed since it last parted (restitution)
-        self.history_impact = np.zeros((m.particle_count, FRICTION_SLOTS))
         # per friction slot: the contact's impulses at the end of the substep (tangential, normal)
         self.history_impulse = np.zeros((m.particle_count, FRICTION_SLOTS, 4))
 
@@ -400,18 +398,11 @@ class ReferenceEngine(StateMixin):
             if detecting:
                 self.pairs = self._colour_solve_pairs()
             kinds = ["warm"] + ["solve"] * self.solve_passes + ["relax"] * self.settings.relax_passes
-            if self.settings.manifold_points and last_of_step:
+            if last_of_step:
                 # once per detection, after the relax passes (Box2D's b2ApplyRestitution)
                 kinds += ["restitution"] * MANIFOLD_RESTITUTION_PASSES
             for kind in kinds:
                 self._solve_pairs(kind)
-        elif self.solve_passes:
-            self._solve("warm")
-            for _ in range(self.solve_passes):
-                self._solve("solve")
-            for _ in range(self.settings.relax_passes):
-                self._solve("relax")
-        self.history_impact = self.new_history_impact
         self.history_impulse = self.new_history_impulse
         self.time += dt
         self.substeps_done += 1
@@ -433,7 +424,6 @@ class ReferenceEngine(StateMixin):
         touched_next = np.zeros(m.body_count, dtype=bool)
         contacts = np.zeros(m.body_count)
         self.records = {}  # particle -> its contacts for the velocity solve (_record)
-        self.new_history_impact = np.zeros_like(self.history_impact)
         self.new_history_impulse = np.zeros_like(self.history_impulse)
         for i in np.flatnonzero(self.dynamic):
             b = m.particle_body[i]
@@ -441,7 +431,6 @@ class ReferenceEngine(StateMixin):
                 # a sleeping body nothing awake touched: no contacts, friction springs carry over
                 new_key[i], new_xi[i] = self.history_key[i], self.history_xi[i]
                 new_permitted[i] = self.history_permitted[i]
-                self.new_history_impact[i] = self.history_impact[i]
                 self.new_history_impulse[i] = self.history_impulse[i]
                 continue
             omega_i = state.angular_velocity[b]
@@ -569,18 +558,15 @@ class ReferenceEngine(StateMixin):
         """The contact of particle i in friction slot ``slot`` (history key ``key``, closing at
         ``closing`` m/s) for the velocity solve (00_common.h write_solve_record): normal i -> other
         side, the other body (STATIC_BODY: arm_j is then the static side's velocity at the point),
-        arms from the bodies' centres, depth, share, friction, restitution and impact speed (the
-        fastest it has closed since it last parted)."""
+        arms from the bodies' centres, depth, share, friction, restitution and impact speed (how
+        fast it closed at this detection)."""
         if not self.solve_passes:
             return
         old = self._history_slot(slots_in[0], key)
-        # with manifolds the approach speed at this detection alone (00_common.h write_solve_record)
-        impact = (closing if self.settings.manifold_points else
-                  max(closing, 0.0 if old is None else self.history_impact[i, old])) if closing > 0 else 0.0
-        self.new_history_impact[i, slot] = impact
+        impact = max(closing, 0.0)
         warm = np.zeros(4)
         if old is not None:
-            warm = self.history_impulse[i, old] * WARM_START_FRACTION[self.settings.solve_form]
+            warm = self.history_impulse[i, old].copy()
             warm[:3] -= (warm[:3] @ n) * n  # friction in the contact's tangent plane now
         self.new_history_impulse[i, slot] = warm
         material_i = self.model.body_material[self.model.particle_body[i]]
@@ -591,56 +577,34 @@ class ReferenceEngine(StateMixin):
              int(slot), 0.0])
 
     def _split_inverse_mass(self, b, count, arm, u):
-        """Body b's inverse mass along u at arm times its contacts' shares (0: static or asleep)."""
+        """Body b's inverse mass along u at arm times count[b] (1: it moves; 0: static)."""
         if b < 0 or count[b] == 0.0:
             return 0.0
         rot = self._rotation(b)
         c = np.cross(arm, u)
         return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
 
-    def _record_impulse(self, record, b, velocity, omega, count, kind, rigid=False, friction=True):
-        """The record's accumulated impulses (tangential, normal) after a "solve" or "relax" pass
-        from the bodies' velocities and angular velocities given, the masses split by ``count``
-        (60_solve.cl solve_record_impulse): closing at most what leaves it at the slop after the
-        substep, a deeper one pushed out (but not while relaxing), soft below the slop when the
-        solve is (Box2D's soft step) unless ``rigid``, an impact parting at its restitution."""
-        n, other, arm_i, depth, arm_j, share, mu, restitution, impact, tangential, normal, slot, _ = record
+    def _record_impulse(self, record, b, velocity, omega, count, kind, rigid=False):
+        """The record's normal impulse after a "solve" or "relax" pass from the bodies' velocities and
+        angular velocities given (60_solve.cl solve_record_impulse): closing at most what leaves it at
+        the slop after the substep, a deeper one pushed out (but not while relaxing), soft below the
+        slop (Box2D's soft step) unless ``rigid``. Friction is the manifold's (_centre_friction)."""
+        n, other, arm_i, depth, arm_j, share, _, _, _, _, normal, _, _ = record
         depth += self._depth_shift(record, b)
         dt = self.params.substep
         slop = self.settings.solve_slop * self.model.particle_radius
         bias_rate, soft_mass_scale = solve_softness(dt, 0.0 if rigid else self.settings.solve_hertz_fraction)
         v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
-        v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
-        vn = v_rel @ n
+        vn = (velocity[b] + np.cross(omega[b], arm_i) - v_j) @ n
         allowed = (slop - depth) / dt
-        # faded in from half IMPACT_SPEED; an impact parts once, in the substep of its detection
-        # (with manifolds restitution is a pass of its own, _restitution_impulse)
-        parted = self.substeps_done % self.settings.substeps_per_detection or self.settings.manifold_points
-        bounce = 0.0 if parted else min(max(2.0 * impact / IMPACT_SPEED - 1.0, 0.0), 1.0)
         mass_scale, impulse_scale = 1.0, 0.0
         if kind != "relax" and allowed < 0.0 and soft_mass_scale < 1.0:
-            soft = 1.0 - bounce
-            allowed += soft * (-bias_rate * (depth - slop) - allowed)
-            mass_scale = 1.0 - soft * (1.0 - soft_mass_scale)
+            allowed = -bias_rate * (depth - slop)
+            mass_scale = soft_mass_scale
             impulse_scale = 1.0 - mass_scale
         allowed = max(allowed, 0.0) if kind == "relax" else max(allowed, -self.settings.solve_push_speed)
-        if bounce > 0.0:
-            allowed = min(allowed, -bounce * restitution * impact)
         k_n = self._split_inverse_mass(b, count, arm_i, n) + self._split_inverse_mass(other, count, arm_j, n)
-        new_normal = max(normal + mass_scale * share * (vn - allowed) / k_n - impulse_scale * normal, 0.0)
-        new_tangential = tangential.copy()
-        v_t = v_rel - vn * n
-        slip = np.linalg.norm(v_t)
-        if not friction:
-            return new_tangential, new_normal
-        if slip > 1e-9:
-            t = v_t / slip
-            k_t = self._split_inverse_mass(b, count, arm_i, t) + self._split_inverse_mass(other, count, arm_j, t)
-            new_tangential -= share * v_t / k_t
-        held = np.linalg.norm(new_tangential)
-        if held > mu * new_normal:
-            new_tangential *= mu * new_normal / held if held > 0 else 0.0
-        return new_tangential, new_normal
+        return max(normal + mass_scale * share * (vn - allowed) / k_n - impulse_scale * normal, 0.0)
 
     def _restitution_impulse(self, record, b, velocity, omega, count):
         """The record's normal impulse in a restitution pass (62_pair_solve.cl restitution_impulse;
@@ -690,42 +654,6 @@ class ReferenceEngine(StateMixin):
             q = self.q[b] + quaternion_multiply(np.concatenate([[0.0], turn]), self.q[b])
             self.q[b] = q / np.linalg.norm(q)
 
-    def _solve(self, kind):
-        """One Jacobi pass (60_solve.cl solve_particle_contacts, apply_body_impulses): "warm", the
-        impulses the contacts start with; "solve", every contact's impulse from the bodies' velocities
-        now; "relax", the same without the push-out; then every body's sum of them applied to its
-        momenta and velocities, and but for "relax" to its pose."""
-        m = self.model
-        awake = ~self._is_asleep(self.quiet)
-        count = np.zeros(m.body_count)
-        for i, records in self.records.items():
-            count[m.particle_body[i]] += sum(r[5] for r in records)
-        count = np.where(awake, np.maximum(count, 1e-6), 0.0)
-        velocity = np.where(awake[:, None], self.P / m.body_mass[:, None], 0.0)
-        omega = np.array([self._omega(b) if awake[b] else np.zeros(3) for b in range(m.body_count)]).reshape(-1, 3)
-        impulse = np.zeros((m.body_count, 3))
-        moment = np.zeros((m.body_count, 3))
-        for i, records in self.records.items():
-            b = m.particle_body[i]
-            if not awake[b]:
-                continue
-            for record in records:
-                n, other, arm_i = record[0], record[1], record[2]
-                tangential, normal, slot = record[9], record[10], record[11]
-                if other >= 0 and not awake[other]:
-                    continue  # left to the springs until the sleeping body wakes
-                if kind == "warm":
-                    j = -normal * n + tangential
-                else:
-                    new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count, kind)
-                    j = -(new_normal - normal) * n + (new_tangential - tangential)
-                    record[9], record[10] = new_tangential, new_normal
-                    self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
-                impulse[b] += j
-                moment[b] += np.cross(arm_i, j)
-        for b in np.flatnonzero(awake):
-            self._change_momenta(b, impulse[b], moment[b], kind != "relax", omega[b])
-
     def _colour_solve_pairs(self):
         """The substep's body pairs and their colours (61_pair_colouring.cl; pair_colouring), and
         each pair's (particle, record) on its lower body in walk order (``self.pair_records``)."""
@@ -748,11 +676,9 @@ class ReferenceEngine(StateMixin):
             if awake[b]:
                 first = m.body_first_particle[b]
                 for i in range(first, first + m.body_particle_count[b]):
-                    # with manifolds, by friction key (61_pair_colouring.cl list_solve_pairs):
-                    # the slots follow the search order, which the kernels do not share
-                    order = ((lambda r, i=i: self.history_key[i, r[11]]) if self.settings.manifold_points
-                             else (lambda r: r[11]))
-                    for record in sorted(self.records.get(i, ()), key=order):
+                    # by friction key (61_pair_colouring.cl list_solve_pairs): the slots follow the
+                    # search order, which the kernels do not share
+                    for record in sorted(self.records.get(i, ()), key=lambda r, i=i: self.history_key[i, r[11]]):
                         other = record[1]
                         if other < 0 or (other > b and awake[other]):
                             found.append((i, record))
@@ -766,21 +692,19 @@ class ReferenceEngine(StateMixin):
         self.pair_records = [
             [(i, record) for i, record in own[b] if (record[1] == c if c >= 0 else record[1] < 0)]
             for b, c in zip(coloured.pair_body, coloured.pair_other)]
-        if self.settings.manifold_points:
-            for index, listed in enumerate(self.pair_records):
-                coloured.pair_share[index] = self._reduce_pair_records(listed)
+        for listed in self.pair_records:
+            self._reduce_pair_records(listed)
         return coloured
 
     def _reduce_pair_records(self, listed):
         """A pair's (particle, record) list cut to its manifolds' points (core.manifold;
         61_pair_colouring.cl reduce_pair_records), in place: the points kept count fully (share 1),
-        the others' impulses are dropped (not applied, nor warm-started at the next detection).
-        Returns the points' shares (the pair's mass split)."""
+        the others' impulses are dropped (not applied, nor warm-started at the next detection)."""
         if not listed:
-            return 0.0
+            return
         records = [record for _, record in listed]
         kept = reduce_manifold(np.array([r[0] for r in records]), np.array([r[2] for r in records]),
-                               np.array([r[3] for r in records]), self.settings.manifold_points,
+                               np.array([r[3] for r in records]), MANIFOLD_POINTS,
                                self.model.particle_radius)
         for t, (i, record) in enumerate(listed):
             if t in kept:
@@ -789,39 +713,35 @@ class ReferenceEngine(StateMixin):
                 record[9], record[10] = np.zeros(3), 0.0
                 self.new_history_impulse[i, record[11]] = 0.0
         listed[:] = [listed[t] for t in kept]
-        return float(len(kept))
 
     def _solve_pairs(self, kind):
-        """One coloured pass (62_pair_solve.cl): colour after colour, each pair's records on its lower
-        body solved together from the two bodies' velocities now, the masses split over the pair's
-        records, their sum applied to both bodies at once (kind as in ``_solve``)."""
+        """One pass of the solve (62_pair_solve.cl): colour after colour, each pair's manifold points
+        on its lower body one after another at full mass from the two bodies' velocities now, their
+        sum applied to both bodies at once. kind: "warm", the impulses the points start with;
+        "solve"; "relax", without the push-out, then friction at each manifold's centre;
+        "restitution" (_restitution_impulse)."""
         m = self.model
         pairs = self.pairs
         for colour in range(pairs.colour_count):
             for index in pairs.of_colour(colour):
                 b, c = int(pairs.pair_body[index]), int(pairs.pair_other[index])
                 bodies = (b, c) if c >= 0 else (b,)
-                split = max(pairs.pair_share[index], 1e-6)
                 rigid = self.body_impact[b] or (c >= 0 and self.body_impact[c])  # 62_pair_solve.cl
                 if kind == "restitution" and not rigid:
                     continue  # no impact on either body: nothing to part
-                # one record after another at full mass, each seeing the last one's impulse
-                sequential = self.settings.manifold_order == "sequential"
-                count = {body: 1.0 if sequential else split for body in bodies}
-                centre_friction = self.settings.manifold_friction == "centre"
+                # one point after another at full mass, each seeing the last one's impulse
+                count = {body: 1.0 for body in bodies}
                 velocity = {body: self.P[body] / m.body_mass[body] for body in bodies}
                 omega = {body: self._omega(body) for body in bodies}
                 omega_start = dict(omega)
                 impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
                 listed = self.pair_records[index]
-                # with manifolds c takes each impulse at the point b's arm reaches, not at c's arm
-                # from the detection (62_pair_solve.cl SolveBody.arms_now): one world point, so the
-                # pair keeps its angular momentum
-                # pair keeps its angular momentum; the passes that move the bodies at the point as
-                # the substep started (detecting every substep: the detection's, where the arms meet)
+                # c takes each impulse at the point b's arm reaches, not at c's arm from the
+                # detection (62_pair_solve.cl SolveBody.arms_now): one world point, so the pair
+                # keeps its angular momentum; the passes that move the bodies at the point as the
+                # substep started (detecting every substep: the detection's, where the arms meet)
                 moving = kind in ("warm", "solve")
-                arms_now = (self.settings.manifold_points and c >= 0
-                            and (not moving or self.settings.substeps_per_detection > 1))
+                arms_now = c >= 0 and (not moving or self.settings.substeps_per_detection > 1)
                 if arms_now:
                     positions = self.x_start if moving else self.x
                     detection_arms = [record[4] for _, record in listed]
@@ -832,7 +752,7 @@ class ReferenceEngine(StateMixin):
                 # in sequence: every other substep last to first (62_pair_solve.cl SOLVE_PASS_BACKWARD),
                 # so the first point's larger share of a pass alternates across the manifold instead
                 # of tilting every stacked pair the same way (a 40-cube column crept 10 cm in 3 s)
-                backward = sequential and kind != "warm" and self.substeps_done % 2 == 1
+                backward = kind != "warm" and self.substeps_done % 2 == 1
                 for i, record in (listed[::-1] if backward else listed):
                     n, arm_i, arm_j = record[0], record[2], record[4]
                     tangential, normal, slot = record[9], record[10], record[11]
@@ -843,8 +763,8 @@ class ReferenceEngine(StateMixin):
                             new_tangential = tangential
                             new_normal = self._restitution_impulse(record, b, velocity, omega, count)
                         else:
-                            new_tangential, new_normal = self._record_impulse(record, b, velocity, omega, count,
-                                                                              kind, rigid, not sequential)
+                            new_tangential = tangential
+                            new_normal = self._record_impulse(record, b, velocity, omega, count, kind, rigid)
                         j = -(new_normal - normal) * n + (new_tangential - tangential)
                         record[9], record[10] = new_tangential, new_normal
                         record[12] = max(record[12], new_normal)  # the most it carried since its detection
@@ -852,15 +772,10 @@ class ReferenceEngine(StateMixin):
                     impulse += j
                     moment_b += np.cross(arm_i, j)
                     moment_c -= np.cross(arm_j, j)
-                    if sequential and kind != "warm":
+                    if kind != "warm":
                         self._move_pair(b, c, arm_i, arm_j, j, velocity, omega)
-                # in sequence (Box2D's order): the normals in every pass, friction after them when relaxing
-                if sequential and not centre_friction and kind == "relax":
-                    j_sum, moment_b_sum, moment_c_sum = self._point_friction(b, c, listed, velocity, omega)
-                    impulse += j_sum
-                    moment_b += moment_b_sum
-                    moment_c += moment_c_sum
-                if centre_friction and kind == "relax":
+                # Box2D's order: the normals in every pass, friction after them when relaxing
+                if kind == "relax":
                     j_sum, moment_b_sum, moment_c_sum = self._centre_friction(b, c, self.pair_records[index],
                                                                               velocity, omega)
                     impulse += j_sum
@@ -883,35 +798,6 @@ class ReferenceEngine(StateMixin):
         if c >= 0:
             velocity[c] = velocity[c] - j / m.body_mass[c]
             omega[c] = omega[c] - self._inverse_inertia(c) @ np.cross(arm_j, j)
-
-    def _point_friction(self, b, c, listed, velocity, omega):
-        """Box2D's friction of a pair's points in sequence after their normals (62_pair_solve.cl
-        point_friction): each from the velocities now, limited by mu times its normal impulse now.
-        Returns the impulse on b and its moments about b's and c's centres."""
-        count = {body: 1.0 for body in (b, c) if body >= 0}
-        total, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
-        for i, record in listed:
-            n, arm_i, arm_j, share, mu = record[0], record[2], record[4], record[5], record[6]
-            v_j = velocity[c] + np.cross(omega[c], arm_j) if c >= 0 else arm_j
-            v_rel = velocity[b] + np.cross(omega[b], arm_i) - v_j
-            v_t = v_rel - (v_rel @ n) * n
-            slip = np.linalg.norm(v_t)
-            tangential = record[9].copy()
-            if slip > 1e-9:
-                u = v_t / slip
-                k_t = self._split_inverse_mass(b, count, arm_i, u) + self._split_inverse_mass(c, count, arm_j, u)
-                tangential -= share * v_t / k_t
-            held = np.linalg.norm(tangential)
-            if held > mu * record[10]:
-                tangential *= mu * record[10] / held if held > 0 else 0.0
-            j = tangential - record[9]
-            record[9] = tangential
-            self.new_history_impulse[i, record[11]] = [*tangential, record[10]]
-            total += j
-            moment_b += np.cross(arm_i, j)
-            moment_c -= np.cross(arm_j, j)
-            self._move_pair(b, c, arm_i, arm_j, j, velocity, omega)
-        return total, moment_b, moment_c
 
     def _centre_friction(self, b, c, listed, velocity, omega):
         """Box3D's friction of each manifold of a pair (a group of normals, core.manifold) at its

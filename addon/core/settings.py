@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .contact_geometry import CONTACT_GEOMETRIES, CONTACT_GEOMETRY
+from .contact_geometry import CONTACT_GEOMETRIES, CONTACT_GEOMETRY, ContactGeometry
 from .model import Material, Model
-from .manifold import MAX_MANIFOLD_POINTS
 
 # Fraction of the contact's natural period per substep: 2*pi/omega / SUBSTEP_FRACTION. Below
 # ~1/15 the explicit scheme loses energy visibly; far below it only costs time.
@@ -39,33 +38,14 @@ FRICTION_SLOTS = 8
 # body's mass over its contacts of the previous substep): each substep damps a body's velocity by at
 # most this fraction, under the explicit scheme's limit of 2 (docs/experiments/damping-cap.md).
 DAMPING_LIMIT = 0.9
-# Rigid Voxels' forms. Their default, the velocity solve (solve_passes; kernels 60-62), beats the
-# springs alone on rebound, rest and pile corners (docs/experiments/contact-solve.md, E16).
-# Springs only (E12): no solve, 16x stiffer springs (ContactGeometry.springs_only_target_penetration)
-SPRING_VOXELS = {"contact_geometry": "voxels", "solve_passes": 0}
-# The Jacobi form of the solve (E13): the springs' cost, but an offset cube keeps rocking (E14);
-# 16 passes, since a pass carries a load only one body further down a stack
-JACOBI_VOXELS = {"contact_geometry": "voxels", "solve_passes": 16, "solve_form": "jacobi", "relax_passes": 1}
-# Rigid Voxels' default, spelled out (E15): 4 relax passes carry an impact's rebound down a chain of
-# bodies, at the price of an offset cube settling a little less still
-COLOURED_VOXELS = {"contact_geometry": "voxels", "solve_passes": 16, "solve_form": "coloured", "relax_passes": 4}
-DEFAULT_RELAX_PASSES = {"jacobi": 1, "coloured": 4}
-# How the solve's passes visit the contacts (solve_form): "jacobi", every contact from the bodies'
-# velocities at the pass's start, each body's mass split over all its contacts (E13); "coloured",
-# the body pairs coloured so that no two of a colour share a body, colour after colour (Gauss-Seidel
-# across pairs, Jacobi within one; E14, E15).
-SOLVE_FORMS = ("jacobi", "coloured")
-# The share of a contact's last impulses the next substep starts from (warm start): the Jacobi form
-# overshoots with all of them (a column drifts) and 0.7 still carries the large piles' loads (E13);
-# the coloured form takes all of them, as Box2D (E14).
-WARM_START_FRACTION = {"jacobi": 0.7, "coloured": 1.0}
-# Per form, how deep a contact may go before it stops closing (fraction of the particle radius) and
-# the soft step's frequency (fraction of the substep rate; 0: rigid). Jacobi: rigid, at the smallest
-# slop that keeps a column from drifting (E13). Coloured: soft beyond the slop (Box2D's soft step),
-# which settles a face's redundant contacts; 0.15 rests the 1000-cube pile best over six runs (E16).
-DEFAULT_SOLVE_SLOP = {"jacobi": 0.0035, "coloured": 0.001}
-DEFAULT_SOLVE_HERTZ_FRACTION = {"jacobi": 0.0, "coloured": 0.15}
-# A soft contact is a damped spring of this damping ratio (Box2D's contact damping ratio)
+# Rigid Voxels' solve (the rigid step, docs/experiments/rigid-step.md; contact-solve.md E13-E16 for
+# its forms): the body pairs coloured so that no two of a colour share a body, solved colour after
+# colour (Gauss-Seidel across pairs), each pair's manifold point after point; a contact takes all of
+# its last impulses to start from (warm start, as Box2D). A contact may go solve_slop deep before it
+# stops closing (a fraction of the particle radius) and is soft beyond it (Box2D's soft step) at
+# solve_hertz_fraction of the substep rate; its spring is a damped one of this damping ratio
+# (Box2D's contact damping ratio).
+DEFAULT_SOLVE_SLOP = 0.001
 SOLVE_DAMPING_RATIO = 10.0
 
 
@@ -106,8 +86,6 @@ SPECULATIVE_MARGIN = 0.25
 # voxels across meets the ground from 24 m/s at 240 substeps per second detected every 4)
 SPECULATIVE_REACH = 1.5
 MAX_SOLVE_PASSES = 64
-MANIFOLD_ORDERS = ("jacobi", "sequential")
-MANIFOLD_FRICTIONS = ("points", "centre")
 # Restitution passes at a detection's last substep, with manifolds (62_pair_solve.cl restitution
 # kind): each pass moves a struck body's support a fraction of the way to holding it (a cube
 # dropped on a resting one shares its rebound with it, half of what is left per pass)
@@ -117,12 +95,12 @@ MANIFOLD_RESTITUTION_PASSES = 4
 @dataclass
 class SimulationSettings:
     gravity: tuple = (0.0, 0.0, -9.81)
-    # fraction of particle radius under the design load; None: the contact geometry's default
-    # (ContactGeometry.default_target_penetration), filled in on construction
+    # Particles' springs: the fraction of the particle radius a contact sinks under the design load;
+    # None: the contact geometry's (ContactGeometry.target_penetration), filled in on construction
     target_penetration: float | None = None
     load_height: float | None = None  # metres of material resting on a contact; None: 10 x tallest body
     stiffness: float | None = None  # N/m per particle contact; overrides the target when set
-    substep: float | None = None  # seconds; None: automatic from stiffness and mass
+    substep: float | None = None  # seconds; None: the geometry's (ContactGeometry.substep) or from stiffness and mass
     terminal_speed: float = 0.0  # m/s, 0 = unlimited (the seed's momentum clamp)
     # Sleeping (Blender/Bullet call it deactivation): a body whose fastest point moves slower than
     # sleep_speed, and which is not being accelerated, for sleep_time seconds stops moving until a
@@ -131,44 +109,34 @@ class SimulationSettings:
     sleep_time: float = 0.5  # s
     device: str | None = None  # OpenCL device selector, see core.device
     # How two bodies meet: a name in contact_geometry.CONTACT_GEOMETRY, where each says what it does
-    # and costs
-    contact_geometry: str = "particles"
-    # Rigid Voxels only: passes of the velocity solve over the contacts after each substep
-    # (kernels/60_solve.cl and 62_pair_solve.cl; 0: none, springs only; None:
-    # ContactGeometry.solve_passes) and of its relax step (without the push-out, on the velocities only;
-    # None: DEFAULT_RELAX_PASSES); how the passes visit the contacts (SOLVE_FORMS); how deep
-    # a contact may go before it stops closing (fraction of the particle radius: each layer of a
-    # stack sits this deep, so five rows of cubes sink 15 of it; None: DEFAULT_SOLVE_SLOP), how
-    # fast the solve pushes a deeper one out (m/s), and the soft step's frequency, a fraction of
-    # the substep rate (0: rigid; None: DEFAULT_SOLVE_HERTZ_FRACTION).
+    # and costs and which of the settings below it defaults
+    contact_geometry: str = "voxels"
+    # Rigid Voxels' solve (kernels/61_pair_colouring.cl, 62_pair_solve.cl): its passes over the
+    # contacts each substep, then its relax passes (without the push-out, on the velocities only);
+    # how deep a contact may go before it stops closing (a fraction of the particle radius: each
+    # layer of a stack sits this deep), how fast a deeper one is pushed out (m/s), and the soft
+    # step's frequency (a fraction of the substep rate; 0: rigid). None: the geometry's.
     solve_passes: int | None = None
     relax_passes: int | None = None
-    solve_form: str = "coloured"
     solve_slop: float | None = None
     solve_push_speed: float = 0.5
     solve_hertz_fraction: float | None = None
-    # Rigid Voxels with the solve only: False leaves out the contacts' springs (normal, friction and
-    # rolling), so the solve alone holds the bodies and the substep need not follow a stiffness
-    # (the rigid step's first experiment, docs/experiments/rigid-step.md X1)
-    contact_springs: bool = True
     # How far apart (fraction of the particle radius) two voxels, or a voxel and a collider, may be
     # and still be a contact of the solve (Box2D's speculative contacts: the solve lets it close at
-    # most the gap); None: 0 with springs, SPECULATIVE_MARGIN without
+    # most the gap); None: SPECULATIVE_MARGIN with the solve
     speculative_margin: float | None = None
-    # Substeps per detection of the contacts (the rigid step's detection once per step, X3): between
-    # detections each record's depth follows from its bodies' motion. Needs contact_springs False.
-    substeps_per_detection: int = 1
-    # Coloured solve only: at each detection each body pair's records reduced to at most this many
-    # points per normal direction (Box3D's manifold, core.manifold; the rigid step's X2), solved
-    # together with each body's mass split over them ("jacobi") or one after another at full mass
-    # ("sequential"); 0: every record, solved together.
-    manifold_points: int = 0
-    manifold_order: str = "jacobi"
-    # "points": each point holds its own friction; "centre" (sequential manifolds only): Box3D's,
-    # friction at each manifold's centre (limited by mu times its points' normal impulses) and a
-    # twist about its normal (limited by mu times their impulses' moments about the centre), solved
-    # in the relax passes only
-    manifold_friction: str = "points"
+    # Substeps per detection of the contacts: between detections each record's depth follows from
+    # its bodies' motion (Rigid Voxels only). None: the geometry's.
+    substeps_per_detection: int | None = None
+
+    @property
+    def geometry(self) -> ContactGeometry:
+        return CONTACT_GEOMETRY[self.contact_geometry]
+
+    @property
+    def contact_springs(self) -> bool:
+        """Whether contacts are springs (Particles) rather than solved (Rigid Voxels)."""
+        return self.geometry.springs
 
     def __post_init__(self):
         self.gravity = tuple(float(g) for g in self.gravity)
@@ -177,57 +145,33 @@ class SimulationSettings:
         if self.contact_geometry not in CONTACT_GEOMETRIES:
             raise ValueError(f"contact geometry must be one of {', '.join(CONTACT_GEOMETRIES)}, "
                              f"got {self.contact_geometry!r}")
-        if self.solve_form not in SOLVE_FORMS:
-            raise ValueError(f"solve form must be one of {', '.join(SOLVE_FORMS)}, got {self.solve_form!r}")
-        geometry = CONTACT_GEOMETRY[self.contact_geometry]
-        if self.solve_passes is None:
-            self.solve_passes = geometry.solve_passes
-        if self.relax_passes is None:
-            self.relax_passes = DEFAULT_RELAX_PASSES[self.solve_form]
-        for name in ("solve_passes", "relax_passes"):
+        geometry = self.geometry
+        for name in ("solve_passes", "relax_passes", "substeps_per_detection"):
             value = getattr(self, name)
+            if value is None:
+                value = getattr(geometry, name)
             if isinstance(value, bool) or int(value) != value or not 0 <= value <= MAX_SOLVE_PASSES:
                 raise ValueError(f"{name.replace('_', ' ')} must be a whole number from 0 to {MAX_SOLVE_PASSES}, "
                                  f"got {value!r}")
             setattr(self, name, int(value))
-        if self.solve_passes and not geometry.solve_passes:
-            solving = " or ".join(f"{g.label} contacts (contact geometry {g.name!r})"
-                                  for g in CONTACT_GEOMETRY.values() if g.solve_passes)
-            raise ValueError(f"the velocity solve needs {solving}, "
-                             f"got {self.contact_geometry!r} with {self.solve_passes} solve passes")
-        if not self.contact_springs and not self.solve_passes:
-            raise ValueError("contacts without springs need the velocity solve (Rigid Voxels with solve passes)")
-        if (isinstance(self.substeps_per_detection, bool) or int(self.substeps_per_detection) != self.substeps_per_detection
-                or self.substeps_per_detection < 1):
-            raise ValueError(f"substeps per detection must be a whole number >= 1, got {self.substeps_per_detection!r}")
-        self.substeps_per_detection = int(self.substeps_per_detection)
-        if self.substeps_per_detection > 1 and (self.contact_springs or self.solve_form != "coloured"):
-            raise ValueError("detecting contacts less often than every substep needs the coloured solve without springs")
-        if (isinstance(self.manifold_points, bool) or int(self.manifold_points) != self.manifold_points
-                or not 0 <= self.manifold_points <= MAX_MANIFOLD_POINTS):
-            raise ValueError(f"manifold points must be a whole number from 0 to {MAX_MANIFOLD_POINTS}, "
-                             f"got {self.manifold_points!r}")
-        self.manifold_points = int(self.manifold_points)
-        if self.manifold_points and self.solve_form != "coloured":
-            raise ValueError("manifolds of a few points need the coloured solve")
-        if self.manifold_order not in MANIFOLD_ORDERS:
-            raise ValueError(f"manifold order must be one of {', '.join(MANIFOLD_ORDERS)}, got {self.manifold_order!r}")
-        if self.manifold_friction not in MANIFOLD_FRICTIONS:
-            raise ValueError(f"manifold friction must be one of {', '.join(MANIFOLD_FRICTIONS)}, "
-                             f"got {self.manifold_friction!r}")
-        if self.manifold_friction == "centre" and not (self.manifold_points and self.manifold_order == "sequential"):
-            raise ValueError("friction at a manifold's centre needs manifolds solved in sequence "
-                             "(manifold points > 0, manifold order 'sequential')")
+        if geometry.springs and (self.solve_passes or self.relax_passes or self.substeps_per_detection != 1):
+            raise ValueError(f"{geometry.label} contacts are springs: they take no solve passes and are detected "
+                             f"every substep, got {self.solve_passes} solve passes, {self.relax_passes} relax passes, "
+                             f"{self.substeps_per_detection} substeps per detection")
+        if not geometry.springs and not self.solve_passes:
+            raise ValueError(f"{geometry.label} need at least one solve pass, got 0")
+        if self.substeps_per_detection < 1:
+            raise ValueError(f"substeps per detection must be a whole number >= 1, got {self.substeps_per_detection}")
         if self.speculative_margin is None:
-            self.speculative_margin = 0.0 if self.contact_springs else SPECULATIVE_MARGIN
+            self.speculative_margin = 0.0 if geometry.springs else SPECULATIVE_MARGIN
         if not (0.0 <= self.speculative_margin <= 1.0):
             raise ValueError(f"speculative margin must be in [0, 1] particle radii, got {self.speculative_margin}")
         if self.target_penetration is None:
-            self.target_penetration = geometry.default_target_penetration(self.solve_passes)
+            self.target_penetration = geometry.target_penetration
         if self.solve_slop is None:
-            self.solve_slop = DEFAULT_SOLVE_SLOP[self.solve_form]
+            self.solve_slop = DEFAULT_SOLVE_SLOP
         if self.solve_hertz_fraction is None:
-            self.solve_hertz_fraction = DEFAULT_SOLVE_HERTZ_FRACTION[self.solve_form]
+            self.solve_hertz_fraction = geometry.solve_hertz_fraction
         if not (0 <= self.solve_hertz_fraction <= 1):
             raise ValueError(f"solve hertz fraction must be in [0, 1] (0: rigid), got {self.solve_hertz_fraction}")
         if not (0 < self.solve_slop <= 1):
@@ -414,6 +358,8 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         k = load / (settings.target_penetration * r)
     if settings.substep is not None:
         dt = float(settings.substep)
+    elif settings.geometry.substep is not None:
+        dt = settings.geometry.substep
     else:
         omega = math.sqrt(k / lightest_contact_mass)
         dt = 2 * math.pi / omega / SUBSTEPS_PER_CONTACT_PERIOD
