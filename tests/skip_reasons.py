@@ -11,8 +11,6 @@ ALLOWED_SKIP_REASONS = (SKIP_NOT_POCL_ONLY,)
 # An xfail is a known failure: strict=True, raises=KnownFailure (tests/known_failures.py), so it
 # stays expected only while the test fails by the amount measured when the marker was set; a pass,
 # or a value outside that band either way, fails the run.
-XFAIL_REBOUND_OFF_E = ("issue 22: a face impact rebounds outside +-5 % of e (the contact solve); the "
-                       "test holds each case's measured ratio")
 XFAIL_FRICTION_SLOTS_ORDER = (
     "contacts beyond FRICTION_SLOTS: kernels and reference 1.2e-5 m / 1.2e-2 m/s apart after 60 "
     "substeps of sliding on 10 contacts, against 3e-8 m / 2e-6 m/s on 8; probably each engine "
@@ -31,5 +29,5 @@ XFAIL_BOARD_CYCLES_ON_A_GPU = (
     "issue 22, E16: on the H100 one cube keeps a micro limit cycle (1.36 mm/s, its height swinging by "
     "micrometres); which cube cycles, if any, follows the order of the lanes' sums")
 NON_STRICT_XFAIL_REASONS = (XFAIL_BOARD_CYCLES_ON_A_GPU,)
-ALLOWED_XFAIL_REASONS = (XFAIL_REBOUND_OFF_E, XFAIL_FRICTION_SLOTS_ORDER, XFAIL_JACOBI_COLUMN_RINGS,
+ALLOWED_XFAIL_REASONS = (XFAIL_FRICTION_SLOTS_ORDER, XFAIL_JACOBI_COLUMN_RINGS,
                          XFAIL_HALF_OFFSET_ROWS_SINK, *NON_STRICT_XFAIL_REASONS)

@@ -373,7 +373,10 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         substep=dt,
         gravity=np.asarray(settings.gravity, dtype=np.float64),
         terminal_speed=float(settings.terminal_speed),
-        sleep_speed=float(settings.sleep_speed) if settings.sleep_time > 0 else 0.0,
+        # sleeping needs springs: a body whose contacts are solved has gravity as its only force, so
+        # it never looks unaccelerated, and waking it (touched) while its partners sleep would need
+        # Box2D's islands (bodies that touch sleep together) to avoid waking each other in turn
+        sleep_speed=float(settings.sleep_speed) if settings.sleep_time > 0 and settings.contact_springs else 0.0,
         sleep_time=float(settings.sleep_time),
         wake_acceleration=WAKE_ACCELERATION_FRACTION * max(float(np.linalg.norm(settings.gravity)), 1.0),
         materials=materials,

@@ -1,4 +1,5 @@
-"""Sleeping (deactivation): still bodies stop exactly, and wake when hit or when their support goes."""
+"""Sleeping (deactivation): still bodies stop exactly, and wake when hit or when their support goes.
+Particles only: Rigid Voxels do not sleep (settings.derive_contact_parameters says why)."""
 import numpy as np
 
 from addon.core import Material, ModelBuilder, SimulationSettings
@@ -8,6 +9,7 @@ from addon.core.shapes import cube_particles
 from helpers import RADIUS, add_cube, engine_for, run_for
 
 MATERIAL = Material(friction=0.5, restitution=0.1)
+PARTICLES = "particles"
 
 
 def test_a_settled_cube_falls_asleep_and_a_sliding_cube_wakes_it():
@@ -16,7 +18,7 @@ def test_a_settled_cube_falls_asleep_and_a_sliding_cube_wakes_it():
     # a second cube slides along the ground towards the first and arrives after it fell asleep
     add_cube(builder, (-5.0, 0.0, 0.51), material=Material(friction=0.0), velocity=(3.0, 0.0, 0.0))
     builder.add_ground_plane(0.0, material=MATERIAL)
-    engine = engine_for(builder, sleep_speed=0.02, sleep_time=0.3)
+    engine = engine_for(builder, sleep_speed=0.02, sleep_time=0.3, contact_geometry=PARTICLES)
     state = run_for(engine, 0.6)
     assert np.all(state.velocity[0] == 0.0) and np.all(state.angular_velocity[0] == 0.0)  # asleep
     asleep_at = state.position[0].copy()
@@ -37,7 +39,7 @@ def test_a_sleeping_cube_falls_when_its_support_is_knocked_away():
     builder.add_body(cube_particles(1.0), density=8000.0,
                      position=(-5.0, 0.0, 0.51), velocity=(5.0, 0.0, 0.0), material=Material(friction=0.0))
     builder.add_ground_plane(0.0, material=MATERIAL)
-    engine = engine_for(builder, sleep_speed=0.02, sleep_time=0.2)
+    engine = engine_for(builder, sleep_speed=0.02, sleep_time=0.2, contact_geometry=PARTICLES)
     state = run_for(engine, 0.7)  # the hit comes at 0.8 s
     assert np.all(state.velocity[:2] == 0.0)  # the stack is asleep before the hit
     state = run_for(engine, 3.0)
@@ -53,7 +55,7 @@ def test_kernels_match_the_reference_while_bodies_fall_asleep():
                  orientation=[1.0, *rng.uniform(-0.01, 0.01, 3)])
     builder.add_ground_plane(0.0, material=MATERIAL)
     model = builder.finalize()
-    settings = SimulationSettings(sleep_speed=0.05, sleep_time=0.05)
+    settings = SimulationSettings(sleep_speed=0.05, sleep_time=0.05, contact_geometry=PARTICLES)
     reference, kernels = ReferenceEngine(model, settings), OpenCLEngine(model, settings)
     reference.step(300)
     kernels.step(300)
@@ -67,7 +69,7 @@ def test_sleeping_can_be_turned_off():
     builder = ModelBuilder(RADIUS)
     add_cube(builder, (0.0, 0.0, 0.55), material=MATERIAL)
     builder.add_ground_plane(0.0, material=MATERIAL)
-    state = run_for(engine_for(builder, sleep_speed=0.0), 2.0)
+    state = run_for(engine_for(builder, sleep_speed=0.0, contact_geometry=PARTICLES), 2.0)
     assert np.any(state.velocity != 0.0)  # still integrating (tiny speeds, never exactly zero)
     assert np.linalg.norm(state.velocity) < 1e-2
 
@@ -78,7 +80,7 @@ def test_kernels_match_the_reference_when_a_sleeping_cube_is_hit():
     add_cube(builder, (-1.5, 0.0, 0.5), material=Material(friction=0.0), velocity=(2.0, 0.0, 0.0))
     builder.add_ground_plane(0.0, material=MATERIAL)
     model = builder.finalize()
-    settings = SimulationSettings(sleep_speed=0.05, sleep_time=0.05)
+    settings = SimulationSettings(sleep_speed=0.05, sleep_time=0.05, contact_geometry=PARTICLES)
     reference, kernels = ReferenceEngine(model, settings), OpenCLEngine(model, settings)
     for engine in (reference, kernels):
         engine.step(100)  # 0.17 s: the first cube sleeps, the second is on its way (hit at ~0.25 s)
@@ -87,3 +89,17 @@ def test_kernels_match_the_reference_when_a_sleeping_cube_is_hit():
     expected, got = reference.body_state(), kernels.body_state()
     assert expected.position[0, 0] > 0.02  # woken and pushed
     np.testing.assert_allclose(got.position, expected.position, atol=1.2e-4)  # 5x the 2.3e-5 m measured
+
+
+def test_rigid_voxels_do_not_sleep():
+    """Rigid Voxels' contacts are solved, not forces: a resting body never looks unaccelerated, so
+    sleeping is off for them (the sleep speed their parameters carry is 0) and a resting cube keeps
+    integrating."""
+    builder = ModelBuilder(RADIUS)
+    add_cube(builder, (0.0, 0.0, 0.5), material=MATERIAL)
+    builder.add_ground_plane(0.0, material=MATERIAL)
+    engine = engine_for(builder, sleep_speed=0.05, sleep_time=0.05)
+    assert engine.settings.contact_geometry == "voxels" and engine.params.sleep_speed == 0.0
+    state = run_for(engine, 1.0)
+    assert np.any(state.velocity != 0.0)
+    assert np.linalg.norm(state.velocity) < 1e-2

@@ -6,17 +6,19 @@ from addon.core import Material, ModelBuilder
 from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, engine_for, fastest_motion, run_for
 
 
-@pytest.mark.parametrize("sleeping", [False, True], ids=["awake", "sleeping"])
-def test_tower_of_ten_cubes_stands_for_ten_seconds(sleeping):
-    """Awake (no sleeping), creep of any speed would show; with sleeping, the tower must also come
-    to a complete stop (sleeping's point: a settled stack costs nothing and stays exactly put)."""
+@pytest.mark.parametrize("contact_geometry, sleeping", [("voxels", False), ("particles", False), ("particles", True)],
+                         ids=["voxels", "particles-awake", "particles-sleeping"])
+def test_tower_of_ten_cubes_stands_for_ten_seconds(contact_geometry, sleeping):
+    """Awake (no sleeping), creep of any speed would show; with sleeping (Particles only), the tower
+    must also come to a complete stop (sleeping's point: a settled stack costs nothing and stays
+    exactly put)."""
     builder = ModelBuilder(RADIUS)
     material = Material(friction=0.5, restitution=0.1)
     gap = 0.002  # placed a hair apart, as a user would
     for level in range(10):
         add_cube(builder, (0.0, 0.0, CUBE_SIDE / 2 + level * (CUBE_SIDE + gap)), material=material)
     builder.add_ground_plane(0.0, material=material)
-    engine = engine_for(builder, sleep_speed=0.02 if sleeping else 0.0)
+    engine = engine_for(builder, sleep_speed=0.02 if sleeping else 0.0, contact_geometry=contact_geometry)
     top_start = engine.model.body_position[-1].copy()
     heights = []
     for _ in range(10):
@@ -33,13 +35,18 @@ def test_tower_of_ten_cubes_stands_for_ten_seconds(sleeping):
     if sleeping:
         assert np.all(state.velocity == 0.0) and np.all(state.angular_velocity == 0.0)
         return
+    overlaps = np.concatenate([[CUBE_SIDE / 2 - z[0]], CUBE_SIDE - np.diff(z)])
+    if contact_geometry == "voxels":
+        # solved contacts: each interface a little past the slop under the soft step's give (0.23-0.89 mm
+        # measured on PoCL, the most under the second cube), none open
+        assert np.all((overlaps > 0) & (overlaps < 2e-3 * CUBE_SIDE)), overlaps
+        return
     # README, stiffness from a target: a particle under a column of material ten bodies tall sinks
     # at most target x radius. The bottom cube carries ten cubes' weight on its face's 9 ground
     # contacts, each the column of particles above it: by design it sinks exactly the target
     # (1 % for float32 and the settling); the contact under level k carries (10 - k) / 10 of that.
     sink = engine.settings.target_penetration * RADIUS
     assert CUBE_SIDE / 2 - z[0] <= 1.01 * sink
-    overlaps = np.concatenate([[CUBE_SIDE / 2 - z[0]], CUBE_SIDE - np.diff(z)])
     np.testing.assert_allclose(overlaps, sink * np.arange(10, 0, -1) / 10, rtol=0.01, atol=1e-3 * sink)
 
 
@@ -69,9 +76,9 @@ def test_a_cube_offset_on_another_stops_moving(contact_geometry):
         assert len(engine.surface_contacts()) >= 9 + 4
     else:
         # the 4 bottom voxels of the upper cube over the face each on 4 of the lower cube's top
-        # voxels, the 4 half over it on 2, the 1 on its corner on 1, from both sides (25 pairs, a
-        # corner one or two lifted by the tilt under the off-centre load)
-        assert 2 * 22 <= len(engine.contact_pairs()) <= 2 * 25
+        # voxels, the 4 half over it on 2, the 1 on its corner on 1, on the lower body's side only
+        # (25 pairs, a corner one or two lifted by the tilt under the off-centre load)
+        assert 22 <= len(engine.contact_pairs()) <= 25
     speed, spin = fastest_motion(engine)
     assert speed < 1e-3 and spin < 1e-3, (speed, spin)
     state = engine.body_state()
@@ -79,16 +86,22 @@ def test_a_cube_offset_on_another_stops_moving(contact_geometry):
     if contact_geometry == "particles":
         assert gap < -0.04 * CUBE_SIDE  # it sank into the hollows
     else:
-        # on the face: the 2 mm are the springs under a cube's weight on 69 % of a face, and the
-        # lower cube's tilt under the off-centre load
+        # on the face, within 3 mm: the lower cube's tilt under the off-centre load
         assert -3e-3 * CUBE_SIDE < gap < 0, gap
 
 
-@pytest.mark.parametrize("restitution", [0.2, 0.0])
-def test_five_hundred_cubes_come_to_rest_in_a_pile(restitution):
+# (at rest at 5 s, at rest at 8 s): Particles put still bodies to sleep, Rigid Voxels do not sleep,
+# and their last bodies shuffle at 1-9 cm/s (issue 33's pile target: 85 % at rest at 5 s)
+AT_REST = {"particles": (0.90, 0.99), "voxels": (0.85, 0.95)}
+
+
+@pytest.mark.parametrize("contact_geometry, restitution", [("voxels", 0.2), ("voxels", 0.0), ("particles", 0.2),
+                                                                  ("particles", 0.0)])
+def test_five_hundred_cubes_come_to_rest_in_a_pile(contact_geometry, restitution):
     """500 randomly oriented cubes dropped from up to 7 m. The issue asks for every body below
-    1 cm/s after 5 s; a few percent are still moving then, so this checks 90 % at rest after 5 s
-    and 99 % after 8 s, with none of the rest faster than 0.5 m/s (see the issue notes). The
+    1 cm/s after 5 s; a few percent are still moving then, so this checks AT_REST's fractions at rest
+    after 5 s and 8 s, with none of the rest faster than 0.5 m/s (see the issue notes). Rigid
+    Voxels (PoCL): 96 % at 8 s at e 0.2, 89 % at 5 s at e 0. Particles: the
     stragglers are cubes sliding off the rounded edges that 27 spheres give a cube against another
     body, and the neighbours they jostle (docs/experiments/pile-rest-time.md; Bullet on this scene:
     71 % at 5 s).
@@ -108,16 +121,17 @@ def test_five_hundred_cubes_come_to_rest_in_a_pile(restitution):
         add_cube(builder, position, material=material, orientation=rng.normal(size=4),
                  angular_velocity=rng.normal(size=3))
     builder.add_ground_plane(0.0, material=material)
-    engine = engine_for(builder)
+    engine = engine_for(builder, contact_geometry=contact_geometry)
+    at_rest = AT_REST[contact_geometry]
     start = engine.model.body_position.copy()
     for _ in range(5):
         state = run_for(engine, 1.0)
         assert np.all(np.isfinite(state.position)) and np.all(np.isfinite(state.velocity))
     speeds = np.linalg.norm(state.velocity, axis=1)
-    assert np.mean(speeds < 0.01) >= 0.90, np.sort(speeds)[-30:]
+    assert np.mean(speeds < 0.01) >= at_rest[0], (np.mean(speeds < 0.01), np.sort(speeds)[-30:])
     state = run_for(engine, 3.0)
     speeds = np.linalg.norm(state.velocity, axis=1)
-    assert np.mean(speeds < 0.01) >= 0.99, np.sort(speeds)[-10:]
+    assert np.mean(speeds < 0.01) >= at_rest[1], (np.mean(speeds < 0.01), np.sort(speeds)[-10:])
     assert speeds.max() < 0.5, np.sort(speeds)[-5:]
     # nobody left the pile at speed: all on the ground or on each other, none thrown far out
     assert np.all(state.position[:, 2] > 0.3)
