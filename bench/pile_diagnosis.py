@@ -276,13 +276,11 @@ def creep_modes(engine, state, keep: float) -> dict:
     x, v, w = state.position, state.velocity, state.angular_velocity
     ii, ss = np.nonzero(keys != -1)
     key = keys[ii, ss]
-    # particle pairs (key: the other particle) and, with Flat Faces, a particle against a body's
-    # surface (key: particle_count + that body; the point taken at the particle's centre)
-    pp = (key >= 0) & (key < len(pos))
-    surface = key >= m.particle_count
-    i = np.concatenate([ii[pp], ii[surface]])
-    other_body = np.concatenate([body[key[pp]], key[surface] - m.particle_count])
-    point = np.concatenate([0.5 * (pos[ii[pp]] + pos[key[pp]]), pos[ii[surface]]])
+    # particle pairs (key: the other particle), the point halfway between the centres
+    pp = key >= 0
+    i = ii[pp]
+    other_body = body[key[pp]]
+    point = 0.5 * (pos[i] + pos[key[pp]])
     v_rel = (v[body[i]] + np.cross(w[body[i]], point - x[body[i]])
              - v[other_body] - np.cross(w[other_body], point - x[other_body]))
     # slip: the relative velocity at the contact point (its normal part, the overlap's change, is small
@@ -382,7 +380,7 @@ def overhang(offsets: list[float], per_edge: int = 3) -> dict:
     from addon.core.shapes import cube_particles
     from bench.contact_figures import make_engine
     out = {"per_edge": per_edge}
-    for geometry in ("particles", "sdf"):
+    for geometry in ("particles", "voxels"):
         for offset in offsets:
             builder = ModelBuilder(1.0 / (2 * per_edge))
             material = Material(friction=0.5, restitution=0.2)

@@ -20,249 +20,6 @@ typedef struct {
 } NeighbourState;
 
 // ---------------------------------------------------------------------------------------------
-// Contacts between bodies on their signed-distance fields (SDF_CONTACTS, settings contact_geometry
-// "sdf"; addon/core/body_sdf.py builds the fields and explains them). Particle p of body A meets
-// body B's surface: phi_B at p's centre, normal B's outward gradient, contact point on B's surface.
-// The contact is shared out over the pairs (p, j), j B's particles in the lattice layer just below
-// p (pair_weight: a partition of unity over a face): p's side adds each pair's share, j's side
-// minus the same share, computed from the same inputs by the same function, so each pair's forces
-// are equal, opposite and act at one point (momentum kept without scattering forces). A pair
-// carries both p's contact with B and j's contact with A; on a face both directions act, each at
-// half the contact law, so a face is as stiff as with particle contacts. Bodies without a field
-// (body_shape -1) keep particle contacts.
-
-typedef struct {
-    __global const int *body_shape;          // -1: no field
-    __global const float4 *body_sdf_frame;   // body frame -> shape lattice frame (x, y, z, w)
-    __global const float4 *shape_origin;     // .xyz lattice-frame position of sample 0, .w spacing
-    __global const int4 *shape_dims;         // .xyz samples per axis, .w first sample in shape_field
-    __global const float *shape_field;       // phi; x fastest, then y, then z
-} BodyFields;
-
-// Trilinear phi of body b's field at world point x and its gradient in the lattice frame (*frame:
-// the lattice's world orientation); false outside the field's grid. Mirrors BodyFields.sample.
-inline bool sdf_sample(BodyFields f, int b, float3 x, __global const float4 *body_position,
-                       __global const float4 *body_orientation, float *phi, float3 *gradient, float4 *frame)
-{
-    int shape = f.body_shape[b];
-    *frame = quat_multiply(body_orientation[b], f.body_sdf_frame[b]);
-    float3 y = quat_rotate_inverse(*frame, x - body_position[b].xyz);
-    float4 origin = f.shape_origin[shape];
-    int4 dims = f.shape_dims[shape];
-    float3 g = (y - origin.xyz) / origin.w;
-    if (!(g.x >= 0.0f && g.y >= 0.0f && g.z >= 0.0f && g.x < (float)(dims.x - 1) && g.y < (float)(dims.y - 1)
-          && g.z < (float)(dims.z - 1)))
-        return false;
-    float3 cf = floor(g);
-    int3 c = convert_int3(cf);
-    float3 t = g - cf;
-    int sy = dims.x, sz = dims.x * dims.y;
-    __global const float *v = f.shape_field + dims.w + c.z * sz + c.y * sy + c.x;
-    float c000 = v[0], c001 = v[1], c010 = v[sy], c011 = v[sy + 1];
-    float c100 = v[sz], c101 = v[sz + 1], c110 = v[sz + sy], c111 = v[sz + sy + 1];
-    float x00 = c000 * (1.0f - t.x) + c001 * t.x, x01 = c010 * (1.0f - t.x) + c011 * t.x;
-    float x10 = c100 * (1.0f - t.x) + c101 * t.x, x11 = c110 * (1.0f - t.x) + c111 * t.x;
-    float y0 = x00 * (1.0f - t.y) + x01 * t.y, y1 = x10 * (1.0f - t.y) + x11 * t.y;
-    *phi = y0 * (1.0f - t.z) + y1 * t.z;
-    float gx = ((c001 - c000) * (1.0f - t.y) + (c011 - c010) * t.y) * (1.0f - t.z)
-             + ((c101 - c100) * (1.0f - t.y) + (c111 - c110) * t.y) * t.z;
-    float gy = ((c010 - c000) * (1.0f - t.x) + (c011 - c001) * t.x) * (1.0f - t.z)
-             + ((c110 - c100) * (1.0f - t.x) + (c111 - c101) * t.x) * t.z;
-    *gradient = (float3)(gx, gy, y1 - y0) / origin.w;
-    return true;
-}
-
-// Share of a contact with a body's surface carried by the pair with the body's particle at world
-// offset delta (the other particle minus the body's), the body's lattice at world orientation
-// frame, the surface's normal lattice_normal in the lattice frame: the body's particle must lie in
-// the layer just below along the normal's main axis, then a hat 1 - |d| / diameter over each of
-// the two other axes. Mirrors body_sdf.pair_weight.
-inline float pair_weight(float3 delta, float4 frame, float3 lattice_normal, float diameter)
-{
-    float3 d = quat_rotate_inverse(frame, delta);
-    float3 a = fabs(lattice_normal);
-    float along, u, v;
-    if (a.x >= a.y && a.x >= a.z) {
-        along = (lattice_normal.x >= 0.0f) ? d.x : -d.x; u = d.y; v = d.z;
-    } else if (a.y >= a.z) {
-        along = (lattice_normal.y >= 0.0f) ? d.y : -d.y; u = d.z; v = d.x;
-    } else {
-        along = (lattice_normal.z >= 0.0f) ? d.z : -d.z; u = d.x; v = d.y;
-    }
-    if (!(along >= 0.0f && along < diameter)) return 0.0f;
-    return fmax(1.0f - fabs(u) / diameter, 0.0f) * fmax(1.0f - fabs(v) / diameter, 0.0f);
-}
-
-typedef struct {
-    bool touching;
-    float3 force;           // on p (half the contact law: the other direction carries the other half)
-    float3 couple;          // rolling couple on p
-    float3 point;           // on the other body's surface
-    float3 xi;              // p's new friction spring
-    float4 frame;           // the other body's lattice, world orientation
-    float3 lattice_normal;  // the surface's gradient in that lattice's frame
-} SurfaceContact;
-
-// Where particle p's centre x_p lies against body bq's surface: touching (phi < radius), and
-// phi, the world outward normal, bq's lattice orientation and the gradient in its frame.
-inline SurfaceContact surface_probe(float3 x_p, int bq, ContactConstants cc, BodyFields f, NeighbourState ns,
-                                    __global const float4 *body_orientation, float *phi, float3 *outward)
-{
-    SurfaceContact out;
-    out.touching = false;
-    float3 gradient;
-    float4 frame;
-    if (!sdf_sample(f, bq, x_p, ns.body_position, body_orientation, phi, &gradient, &frame)) return out;
-    float norm = length(gradient);
-    if (!(*phi < cc.radius && norm > 0.0f)) return out;
-    out.touching = true;
-    *outward = quat_rotate(frame, gradient / norm);
-    out.frame = frame;
-    out.lattice_normal = gradient;
-    return out;
-}
-
-// The contact law of particle p (body bp, centre x_p, material mat_p) against body bq's surface,
-// found by surface_probe (phi, outward): fills the force, couple, point and spring of *c. p's
-// friction spring with bq is kept in p's history under key key_base + bq. Both bodies of a pair
-// call this with the same arguments and get the same result.
-inline void surface_law(
-    SurfaceContact *c, float phi, float3 outward, int p, float3 x_p, int bp, int mat_p, int bq, int mat_q,
-    int key_base, ContactConstants cc, NeighbourState ns, __global const float2 *body_contact_mass,
-    __global const float *pair_damping_ratio, __global const float *pair_friction,
-    __global const float *pair_rolling, const int stride, __global const int *history_key_in,
-    __global const float4 *history_xi_in)
-{
-    float3 n = -outward;  // from p towards bq
-    float3 point = x_p - phi * outward;
-    float3 arm = point - x_p;
-    float3 w_p = ns.body_angular_velocity[bp].xyz;
-    float3 v_p = ns.body_velocity[bp].xyz + cross(w_p, x_p - ns.body_position[bp].xyz);
-    float3 w_q = ns.body_angular_velocity[bq].xyz;
-    // contact_law's other side moves with a particle centre (less arm); here bq's surface point
-    float3 v_q = ns.body_velocity[bq].xyz + cross(w_q, point - ns.body_position[bq].xyz) + cross(w_q, arm);
-    float3 xi = (float3)(0.0f);
-    int key = key_base + bq;
-    for (int s = 0; s < FRICTION_SLOTS; ++s) {
-        int stored_key = history_key_in[p + s * stride];
-        if (stored_key == EMPTY_SLOT) break;
-        if (stored_key == key) {
-            float3 stored = history_xi_in[p + s * stride].xyz;
-            xi = stored - dot(stored, n) * n;
-            break;
-        }
-    }
-    float3 couple = (float3)(0.0f);
-    float3 force = contact_law(cc, n, arm, cc.radius - phi, v_p, w_p, v_q, w_q,
-                               contact_mass(bp, body_contact_mass), contact_mass(bq, body_contact_mass),
-                               mat_p, mat_q, pair_damping_ratio, pair_friction, pair_rolling, &xi, &couple);
-    c->force = 0.5f * force;
-    c->couple = 0.5f * couple;
-    c->point = point;
-    c->xi = xi;
-}
-
-// Particle i's own surface contacts with the other bodies it has met so far (up to 2 SURFACE_CACHE
-// bodies, the contacts of up to SURFACE_CACHE touched ones, body_sdf's SURFACE_CONTACTS_KEPT),
-// evaluated at the first pair with that body; the touched ones are recorded in i's friction history.
-typedef struct {
-    int count;                        // bodies met
-    int touched;                      // contacts kept
-    int body[2 * SURFACE_CACHE];
-    int contact_of[2 * SURFACE_CACHE];  // index into contact, -1: not touching
-    SurfaceContact contact[SURFACE_CACHE];
-} SurfaceCache;
-
-// The pair (i, j), j of another body with a field, centres closer than PAIR_REACH radii: adds to
-// i's force and torque (about i's centre) the pair's share of i's contact with j's body minus its
-// share of j's contact with i's body. frame_i: the world orientation of i's body's lattice.
-inline void surface_pair(
-    int j, float3 p_j, int body_j, int mat_j, int i, float3 p_i, int body_i, float4 frame_i, int mat_i, bool asleep_i,
-    int key_base, ContactConstants cc, BodyFields f, NeighbourState ns, __global const float4 *body_orientation,
-    __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
-    __global const float *pair_friction, __global const float *pair_rolling, const int stride,
-    __global const int *history_key_in, __global const float4 *history_xi_in,
-    __global int *new_key, __global float4 *new_xi, int *slots_used, SurfaceCache *cache,
-    __global int *body_touched_out, float3 *force, float3 *torque)
-{
-    int met = -1;
-    for (int c = 0; c < cache->count; ++c)
-        if (cache->body[c] == body_j) met = c;
-    SurfaceContact own;
-    own.touching = false;
-    if (met >= 0) {
-        if (cache->contact_of[met] >= 0) own = cache->contact[cache->contact_of[met]];
-    } else {
-        float phi;
-        float3 outward;
-        own = surface_probe(p_i, body_j, cc, f, ns, body_orientation, &phi, &outward);
-        if (own.touching)
-            surface_law(&own, phi, outward, i, p_i, body_i, mat_i, body_j, mat_j, key_base, cc, ns, body_contact_mass,
-                        pair_damping_ratio, pair_friction, pair_rolling, stride, history_key_in, history_xi_in);
-        // beyond the cache a body is probed again at each of its pairs, and a touched one's spring
-        // restarts every substep
-        bool room = cache->count < 2 * SURFACE_CACHE;
-        bool kept = own.touching && room && cache->touched < SURFACE_CACHE;
-        if (kept || (room && !own.touching)) {
-            cache->body[cache->count] = body_j;
-            cache->contact_of[cache->count] = kept ? cache->touched : -1;
-            cache->count += 1;
-        }
-        if (kept) {
-            cache->contact[cache->touched] = own;
-            cache->touched += 1;
-            if (*slots_used < FRICTION_SLOTS) {
-                new_key[*slots_used * stride] = key_base + body_j;
-                new_xi[*slots_used * stride] = (float4)(own.xi, 0.0f);
-                *slots_used += 1;
-            }
-        }
-    }
-    float diameter = 2.0f * cc.radius;
-    bool touching = false;
-    if (own.touching) {
-        float share = pair_weight(p_i - p_j, own.frame, own.lattice_normal, diameter);
-        if (share > 0.0f) {
-            float3 part = share * own.force;
-            *force += part;
-            *torque += cross(own.point - p_i, part) + share * own.couple;
-            touching = true;
-        }
-    }
-    // j's contact with i's body, only where the pair may carry a share of it: a share needs j
-    // within a diameter of i along each axis of i's lattice (pair_weight), a cheaper test than the
-    // field's (the same rotation as pair_weight's, so no share is ever skipped)
-    float3 d = quat_rotate_inverse(frame_i, p_j - p_i);
-    if (!(fabs(d.x) < diameter && fabs(d.y) < diameter && fabs(d.z) < diameter)) {
-        if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
-        return;
-    }
-    float phi_j;
-    float3 outward_j;
-    SurfaceContact theirs = surface_probe(p_j, body_i, cc, f, ns, body_orientation, &phi_j, &outward_j);
-    if (theirs.touching) {
-        float share = pair_weight(p_j - p_i, theirs.frame, theirs.lattice_normal, diameter);
-        if (share > 0.0f) {
-            surface_law(&theirs, phi_j, outward_j, j, p_j, body_j, mat_j, body_i, mat_i, key_base, cc, ns,
-                        body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling, stride, history_key_in,
-                        history_xi_in);
-            float3 part = share * theirs.force;
-            *force -= part;
-            *torque -= cross(theirs.point - p_i, part) + share * theirs.couple;
-            touching = true;
-        }
-    }
-    // an awake body touching a sleeping one makes it compute its contacts next substep
-    if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
-}
-
-// Whether the pair of bodies i and j meet on their fields (both have one) rather than particle to particle.
-inline bool on_fields(BodyFields f, int body_i, int body_j)
-{
-    return body_j != STATIC_BODY && f.body_shape[body_i] >= 0 && f.body_shape[body_j] >= 0;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Voxel against voxel between bodies (VOXEL_CONTACTS, settings contact_geometry "voxels";
 // addon/core/voxel_pairs.py explains, and mirrors each function here).
 
@@ -519,7 +276,7 @@ inline void particle_contacts(
     bool rebuild, bool with_contacts, float reach2, __global int *neighbour_count, __global int *neighbour,
     bool asleep_i, __global int *body_touched_out,
     __global const float *particle_corner_reach, __global const uchar *particle_faces,
-    __global const float4 *body_orientation, __global const float4 *body_lattice, BodyFields fields, int key_base,
+    __global const float4 *body_orientation, __global const float4 *body_lattice,
     SolveRecords solve_records, float *solve_share, __global uchar *solve_count, float3 *body_force,
     float3 *body_torque, float *contact_count)
 {
@@ -546,12 +303,6 @@ inline void particle_contacts(
     float count_adjust = 0.0f;  // voxel pairs count for their share (voxel_pair_contact)
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
-#if SDF_CONTACTS
-    SurfaceCache cache;
-    cache.count = 0;
-    cache.touched = 0;
-    float4 frame_i = quat_multiply(body_orientation[body_i], fields.body_sdf_frame[body_i]);
-#endif
 
     int listed = neighbour_count[s];
     if (rebuild || listed > NEIGHBOUR_SLOTS) {
@@ -586,19 +337,6 @@ inline void particle_contacts(
                     if (listed < NEIGHBOUR_SLOTS) neighbour[listed * stride] = (int)k;
                     ++listed;
                 }
-#if SDF_CONTACTS
-                if (on_fields(fields, body_i, body_j)) {
-                    if (with_contacts && dist2 < PAIR_REACH2) {
-                        int j = ns.sorted_particle[k];
-                        surface_pair(j, other.xyz, body_j, ns.particle_material[j], i, p_i, body_i, frame_i, mat_i,
-                                     asleep_i, key_base, cc, fields, ns, body_orientation, body_contact_mass,
-                                     pair_damping_ratio, pair_friction, pair_rolling, stride, history_key_in,
-                                     history_xi_in, new_key, new_xi, &slots_used, &cache, body_touched_out,
-                                     &force, &torque);
-                    }
-                    continue;
-                }
-#endif
                 if (dist2 >= pair_reach2 || !with_contacts) continue;
                 particle_pair_contact((int)k, other.xyz, delta, dist2, body_j, i, body_i, v_i, w_i, mass_i, mat_i,
                                       asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
@@ -615,20 +353,6 @@ inline void particle_contacts(
             float4 other = sorted_position[k];
             float3 delta = other.xyz - p_i;
             float dist2 = dot(delta, delta);
-#if SDF_CONTACTS
-            int body_j = as_int(other.w);
-            if (on_fields(fields, body_i, body_j)) {
-                if (dist2 < PAIR_REACH2) {
-                    int j = ns.sorted_particle[k];
-                    surface_pair(j, other.xyz, body_j, ns.particle_material[j], i, p_i, body_i, frame_i, mat_i,
-                                 asleep_i, key_base, cc, fields, ns, body_orientation, body_contact_mass,
-                                 pair_damping_ratio, pair_friction, pair_rolling, stride, history_key_in,
-                                 history_xi_in, new_key, new_xi, &slots_used, &cache, body_touched_out,
-                                 &force, &torque);
-                }
-                continue;
-            }
-#endif
             if (dist2 >= pair_reach2) continue;
             particle_pair_contact(k, other.xyz, delta, dist2, as_int(other.w), i, body_i, v_i, w_i, mass_i, mat_i,
                                   asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
@@ -707,11 +431,6 @@ __kernel void compute_contacts(
     __global const float4 *body_orientation,
     __global const float4 *body_lattice,     // voxel lattice axes in the body frame
     __global const uchar *particle_faces,    // exposed voxel faces (VOXEL_CONTACTS; see Voxels)
-    __global const int *body_shape,          // the body fields (SDF_CONTACTS; see BodyFields)
-    __global const float4 *body_sdf_frame,
-    __global const float4 *shape_origin,
-    __global const int4 *shape_dims,
-    __global const float *shape_field,
     __global float4 *solve_record,           // contact records for the velocity solve (SOLVE_PASSES)
     __global uchar *solve_count,             // records per particle
     __global const float4 *history_impulse_in,   // per friction slot: the contact's impulses (warm start)
@@ -732,7 +451,6 @@ __kernel void compute_contacts(
                            triangle_bounds};
     NeighbourState ns = {sorted_particle, particle_material, body_position, body_velocity, body_angular_velocity,
                          body_quiet, sleep};
-    BodyFields fields = {body_shape, body_sdf_frame, shape_origin, shape_dims, shape_field};
     bool asleep_i = is_asleep(body_quiet[body_i], sleep);
     float3 r_i = own.xyz - body_position[body_i].xyz;
     float3 w_i = body_angular_velocity[body_i].xyz;
@@ -766,7 +484,7 @@ __kernel void compute_contacts(
                           history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out,
                           rebuilding, with_contacts, neighbour_reach2, neighbour_count, neighbour_list + s, asleep_i,
                           body_touched_out, particle_corner_reach, particle_faces, body_orientation, body_lattice,
-                          fields, particle_count, records, &solve_share, solve_count + i, &force, &torque,
+                          records, &solve_share, solve_count + i, &force, &torque,
                           &contact_count);
     }
 #if !CONTACT_SPRINGS

@@ -18,10 +18,6 @@ XFAIL_FRICTION_SLOTS_ORDER = (
     "issue 23, for the kernels or contact engineer)")
 XFAIL_JACOBI_COLUMN_RINGS = ("issue 22, E14: the Jacobi solve with 0.7 of the warm start rings an 8-cube "
                              "column vertically at about 50 Hz, up to 56 mm/s (PoCL), for ever")
-XFAIL_HALF_OFFSET_ROWS_SINK = (
-    "issue 22: five half-offset rows, top row 11.5 mm below its ideal height (target 1 cm; 18.7 cm with "
-    "particle contacts). The springs alone take 10.1 mm at this stiffness target (ground 3.1 mm, then "
-    "2.6 / 2.1 / 1.5 / 0.8 mm per interface under the rows above); needs stiffer contacts.")
 # Under repair (issue 22, E16): the one xfail allowed to be non-strict, conditional on a GPU (on
 # PoCL the board rests and the test passes); its marker in tests/core/test_coloured_solve.py spells
 # this text out. The fix removes the marker and this entry.
@@ -29,5 +25,4 @@ XFAIL_BOARD_CYCLES_ON_A_GPU = (
     "issue 22, E16: on the H100 one cube keeps a micro limit cycle (1.36 mm/s, its height swinging by "
     "micrometres); which cube cycles, if any, follows the order of the lanes' sums")
 NON_STRICT_XFAIL_REASONS = (XFAIL_BOARD_CYCLES_ON_A_GPU,)
-ALLOWED_XFAIL_REASONS = (XFAIL_FRICTION_SLOTS_ORDER, XFAIL_JACOBI_COLUMN_RINGS,
-                         XFAIL_HALF_OFFSET_ROWS_SINK, *NON_STRICT_XFAIL_REASONS)
+ALLOWED_XFAIL_REASONS = (XFAIL_FRICTION_SLOTS_ORDER, XFAIL_JACOBI_COLUMN_RINGS, *NON_STRICT_XFAIL_REASONS)

@@ -24,7 +24,7 @@ from ..core.opencl_engine import estimate_device_memory
 from ..core.rotations import pose_matrices
 from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_STATIC, ConversionSettings, FrameSettings,
                              SimulationSettings)
-from .properties import BAKE_MODE_ITEMS
+from .properties import BAKE_MODE_ITEMS, contact_geometry_gone
 
 BAKE_MODES = tuple(identifier for identifier, _label, _description in BAKE_MODE_ITEMS)
 
@@ -89,6 +89,8 @@ class BakeOptions:
         the core refuses raises BakeError with the core's message."""
         values = _scene_values(scene)
         values.update((name, value) for name, value in overrides.items() if value is not None)
+        if values.get("contact_geometry") == "":  # a Contacts choice this version does not have
+            raise BakeError(contact_geometry_gone(scene.prb_settings))
 
         def take(kind):
             names = {f.name for f in fields(kind)}

@@ -22,8 +22,14 @@ ROLE_ITEMS = (
     (ROLE_IGNORED, "Ignored", "Never part of the simulation, even when selected"),
 )
 ROLE_LABELS = {identifier: label for identifier, label, _ in ROLE_ITEMS}
-# SimulationSettings.contact_geometry
-CONTACT_GEOMETRY_ITEMS = tuple((g.name, g.label, g.tooltip()) for g in CONTACT_GEOMETRY.values())
+# SimulationSettings.contact_geometry. Each item has the number a .blend stores for it, fixed so that
+# a saved choice reads back as itself when items come and go; a retired item's number is never reused
+# (RETIRED_CONTACT_GEOMETRIES says what a file still holding it chose).
+CONTACT_GEOMETRY_NUMBERS = {"particles": 0, "voxels": 2}
+RETIRED_CONTACT_GEOMETRIES = {
+    1: "Flat Faces, which was retired (Rigid Voxels rest faces flat and stand stacks and walls)"}
+CONTACT_GEOMETRY_ITEMS = tuple((g.name, g.label, g.tooltip(), CONTACT_GEOMETRY_NUMBERS[g.name])
+                               for g in CONTACT_GEOMETRY.values())
 # Bake To (job.BAKE_MODES); the first is the default
 BAKE_MODE_ITEMS = (
     ("KEYFRAMES", "Keyframes", "Key each body's object: editable per object, up to ~10,000 bodies"),
@@ -44,6 +50,15 @@ def _automatic_stiffness() -> str:
                 f"{g.label} {g.target_penetration:g}" for g in CONTACT_GEOMETRY.values()) + ")")
     solving = [g.label for g in CONTACT_GEOMETRY.values() if g.solve_passes]
     return text + f" ({' and '.join(solving)} add their solve on top)" if solving else text
+
+
+def contact_geometry_gone(s) -> str:
+    """Why a scene's Contacts (``s.contact_geometry``, read as '' when the file holds a number no item
+    has) cannot bake: the retired choice it holds, and what to choose instead."""
+    number = s.get("contact_geometry")
+    held = RETIRED_CONTACT_GEOMETRIES.get(number, f"a choice this version does not have (number {number})")
+    choices = " or ".join(g.label for g in CONTACT_GEOMETRY.values())
+    return f"Contacts is {held}: choose {choices} in the Simulation panel (or --contact-geometry)"
 
 
 def _mode(core_default) -> str:

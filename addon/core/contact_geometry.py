@@ -3,7 +3,7 @@
 Everything that differs between the geometries is a field here: what the panel and the CLI call
 it and say about its cost, the stiffness target and velocity-solve passes it defaults to, and the
 engine's neighbour lists for it. The figures are measurements (docs/experiments/contact-solve.md,
-E6 for Flat Faces, E12 and E16 for Rigid Voxels).
+E12 and E16 for Rigid Voxels).
 """
 from __future__ import annotations
 
@@ -47,27 +47,13 @@ PARTICLES = ContactGeometry(
     description="Bodies meet particle against particle. A face rests on the tops of the other body's particles, so "
                 "a 1 m cube across the joint of two sinks about 4.5 cm and rows of offset cubes nest",
     summary="sphere against sphere, faces settling into the hollows between particles",
-    cost="the fastest of the three",
+    cost="the faster of the two",
     # piles flow at any stiffness (E4, E10): stiffer springs only cost substeps
     springs=True, target_penetration=0.05, solve_passes=0, relax_passes=0, substeps_per_detection=1,
     solve_hertz_fraction=0.0, substep=None,
     # a skin of 0.5 measured fastest (docs/experiments/engine-layouts.md); rebuilt after 0.45 of it
     # (a little under half, for float rounding)
     neighbour_skin=0.5, neighbour_slots=16, rebuild_fraction=0.45)
-SDF = ContactGeometry(
-    name="sdf", label="Flat Faces",
-    description="Each body's particles meet the other body's flat surface: a cube across a joint rests within 1 mm "
-                "and offset rows do not nest (stacks, walls, masonry)",
-    summary="faces rest flat, for stacks and walls",
-    cost="about 2x the CPU time, 4-7x on a GPU, in dense piles",
-    # each particle against the other body's signed-distance field (body_sdf); its 1000-cube pile ends
-    # further from Newton's than the particles' (E6): an opt-in for flat faces
-    springs=True, target_penetration=0.05, solve_passes=0, relax_passes=0, substeps_per_detection=1,
-    solve_hertz_fraction=0.0, substep=None,
-    # body_sdf shares a contact over pairs up to PAIR_REACH (3.2) radii apart, all of which the lists
-    # must hold: a skin of a diameter rebuilt after 0.18 of it lists every pair within
-    # 2 r + 2 r (1 - 2 * 0.18) = 3.28 r
-    neighbour_skin=1.0, neighbour_slots=32, rebuild_fraction=0.18)
 VOXELS = ContactGeometry(
     name="voxels", label="Rigid Voxels",
     description="Solid bodies meet voxel against voxel, box against box, and a velocity solve keeps them from "
@@ -84,5 +70,5 @@ VOXELS = ContactGeometry(
     # fraction so that every pair within it stays listed (0.12 of a diameter's skin: 3.52 r)
     neighbour_skin=1.0, neighbour_slots=32, rebuild_fraction=None)
 
-CONTACT_GEOMETRY = {geometry.name: geometry for geometry in (PARTICLES, SDF, VOXELS)}
+CONTACT_GEOMETRY = {geometry.name: geometry for geometry in (PARTICLES, VOXELS)}
 CONTACT_GEOMETRIES = tuple(CONTACT_GEOMETRY)

@@ -34,7 +34,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields
 from .voxel_pairs import (EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGES, PUSH_OUT_SPEED,
                           WHOLE_VOXEL_REACH, exposed_faces, push_out_birth_depth,
                           voxel_pair_reach)
@@ -126,8 +125,7 @@ MAX_BODY_LANES = 8
 
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
 # estimate users see before simulating. The grid's two bucket arrays hold up to two buckets per
-# particle; the neighbour lists' length depends on the contact geometry. (The SDF fields, a few
-# thousand floats per distinct shape, are left out.)
+# particle; the neighbour lists' length depends on the contact geometry.
 _BYTES_PER_PARTICLE_BUT_LISTS = 16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
 BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
 # the solve's pair lists (slot's other side, first record and record count, colour, rank in its
@@ -243,7 +241,6 @@ class OpenCLEngine(StateMixin):
         self.queue = cl.CommandQueue(self.context, properties=properties)
         self.time = 0.0
         self.substeps_done = 0
-        self.sdf_contacts = self.settings.contact_geometry == "sdf"
         self.voxel_contacts = self.settings.contact_geometry == "voxels"
         # the velocity solve over the contacts' records (kernels 60-62): Rigid Voxels only
         self.solve_passes = self.settings.solve_passes
@@ -277,8 +274,6 @@ class OpenCLEngine(StateMixin):
                    f"-DCOLLIDER_REACH={self.collider_reach / model.particle_radius!r}f",
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
-                   f"-DSDF_CONTACTS={int(self.sdf_contacts)}", f"-DSURFACE_CACHE={SURFACE_CONTACTS_KEPT}",
-                   f"-DPAIR_REACH2={float((PAIR_REACH * model.particle_radius) ** 2)!r}f",
                    f"-DVOXEL_CONTACTS={int(self.voxel_contacts)}",
                    f"-DVOXEL_PAIR_REACH2={float((voxel_pair_reach(self.settings.speculative_margin) * model.particle_radius) ** 2)!r}f",
                    f"-DSPECULATIVE_MARGIN={float(self.settings.speculative_margin)!r}f",
@@ -429,8 +424,6 @@ class OpenCLEngine(StateMixin):
         a["build_position"] = buffer(_vec4(m.body_position))
         a["build_orientation"] = buffer(_quat_to_device(m.body_orientation))
 
-        self._upload_body_fields()
-
         a["plane_point"] = buffer(_vec4(m.plane_point))
         a["plane_normal"] = buffer(_vec4(m.plane_normal))
         a["plane_material"] = buffer(m.plane_material.astype(np.int32))
@@ -470,30 +463,6 @@ class OpenCLEngine(StateMixin):
                      "pair_rank", "colour_pairs"):
             self.arguments[name] = self._buffer(nbytes=4 * slots)
         self.arguments["pair_count"] = self._buffer(nbytes=4 * self.body_count if self.coloured_solve else 16)
-
-    def _upload_body_fields(self):
-        """The shapes' signed-distance fields (SDF contacts; one-element placeholders otherwise)."""
-        a, buffer = self.arguments, self._buffer
-        if not (self.sdf_contacts and self.body_count):
-            a["body_shape"] = buffer(np.zeros(1, np.int32))
-            a["body_sdf_frame"] = buffer(np.zeros((1, 4), np.float32))
-            a["shape_origin"] = buffer(np.zeros((1, 4), np.float32))
-            a["shape_dims"] = buffer(np.zeros((1, 4), np.int32))
-            a["shape_field"] = buffer(np.zeros(1, np.float32))
-            return
-        fields = build_body_fields(self.model)
-        self.body_fields = fields
-        a["body_shape"] = buffer(fields.body_shape.astype(np.int32))
-        a["body_sdf_frame"] = buffer(_quat_to_device(fields.body_frame))
-        origin = np.zeros((fields.shape_count, 4), np.float32)
-        origin[:, :3] = fields.shape_origin
-        origin[:, 3] = fields.cell
-        a["shape_origin"] = buffer(origin)
-        dims = np.zeros((fields.shape_count, 4), np.int32)
-        dims[:, :3] = fields.shape_dims
-        dims[:, 3] = fields.shape_offset
-        a["shape_dims"] = buffer(dims)
-        a["shape_field"] = buffer(fields.values.astype(np.float32))
 
     def _bind_arguments(self):
         """The values of the table, then every kernel's arguments, set once: a substep then only
@@ -775,8 +744,7 @@ class OpenCLEngine(StateMixin):
 
     def contact_keys(self) -> set[tuple[int, int]]:
         """(particle, key) of every contact in the last substep, read from the friction history:
-        key >= 0 is a partner particle (with SDF contacts, key >= particle count: the surface of body
-        key - particle count), -2 - g plane g, -2 - planes - t triangle t.
+        key >= 0 is a partner particle, -2 - g plane g, -2 - planes - t triangle t.
 
         Only complete while no particle has more than FRICTION_SLOTS contacts; used by tests.
         """
@@ -792,8 +760,4 @@ class OpenCLEngine(StateMixin):
 
     def contact_pairs(self) -> set[tuple[int, int]]:
         """Particle pairs (i, j) in contact in the last substep (see ``contact_keys``)."""
-        return {(i, key) for i, key in self.contact_keys() if 0 <= key < self.particle_count}
-
-    def surface_contacts(self) -> set[tuple[int, int]]:
-        """(particle, body): SDF contacts of a particle with another body's surface in the last substep."""
-        return {(i, key - self.particle_count) for i, key in self.contact_keys() if key >= self.particle_count}
+        return {(i, key) for i, key in self.contact_keys() if key >= 0}

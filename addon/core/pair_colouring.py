@@ -39,7 +39,7 @@ class TooManyPairs(ValueError):
 
     def __init__(self):
         super().__init__(f"a body touches more than {MAX_PAIR_COLOURS} others, more than Rigid Voxels' solve "
-                         "takes: use Contacts: Particles or Flat Faces, or fewer, larger bodies")
+                         "takes: use Contacts: Particles, or fewer, larger bodies")
 
 
 def grown_max_pairs(current: int, needed: int) -> int:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .body_sdf import PAIR_REACH, SURFACE_CONTACTS_KEPT, build_body_fields, pair_weight
 from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, WHOLE_VOXEL_REACH, exposed_faces, is_voxel_pair,
                           push_out_birth_depth, voxel_pair)
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
@@ -77,9 +76,6 @@ class ReferenceEngine(StateMixin):
         # each body's mass over its contacts in the previous substep, capped at the flat-face
         # share: bounds the damping (DAMPING_LIMIT)
         self.contact_share = m.body_effective_mass.copy()
-        # contacts between bodies on their signed-distance fields (core.body_sdf)
-        self.sdf = self.settings.contact_geometry == "sdf"
-        self.fields = build_body_fields(m) if self.sdf and m.body_count else None
         # whole voxels of two bodies meeting box against box (core.voxel_pairs)
         self.voxels = self.settings.contact_geometry == "voxels"
         self.faces = exposed_faces(m) if self.voxels else None
@@ -145,18 +141,13 @@ class ReferenceEngine(StateMixin):
 
     # -- contacts --------------------------------------------------------------------------
     def find_particle_pairs(self, pos):
-        """All (i, j), i dynamic, j of another body (or static), closer than a diameter (with SDF
-        contacts: two dynamic bodies' particles closer than PAIR_REACH radii; with voxel contacts any
-        two closer than VOXEL_PAIR_REACH radii and the margin); i-major, j ascending."""
+        """All (i, j), i dynamic, j of another body (or static), closer than a diameter and the margin
+        (with voxel contacts: closer than VOXEL_PAIR_REACH radii and the margin); i-major, j ascending."""
         m = self.model
         body = m.particle_body
         diff = pos[None, :, :] - pos[:, None, :]
         dist2 = np.einsum("ijk,ijk->ij", diff, diff)
         reach2 = np.full_like(dist2, ((2 + self.margin) * m.particle_radius) ** 2)
-        if self.sdf:
-            with_field = self.dynamic.copy()
-            with_field[self.dynamic] = self.fields.body_shape[body[self.dynamic]] >= 0
-            reach2[np.ix_(with_field, with_field)] = (PAIR_REACH * m.particle_radius) ** 2
         if self.voxels:
             # every pair as far as whole voxels reach (40_contacts.cl): spheres' margins grow with
             # their closing speed within it (_detect)
@@ -248,70 +239,6 @@ class ReferenceEngine(StateMixin):
             slots_out[1][count] = xi
             slots_out[2] = count + 1
         return force, np.cross(arm, force) + couple  # the normal force's couple is zero for arm || n
-
-    def _surface_contact(self, p, bp, bq, pos, state):
-        """Particle p (body bp) against body bq's surface (40_contacts.cl surface_contact): None if
-        not touching, else (force on p, rolling couple, point on bq's surface, new spring, bq's
-        lattice rotation, the gradient in its frame), half the contact law (the other direction
-        carries the other half)."""
-        m = self.model
-        r = m.particle_radius
-        fields = self.fields
-        frame = quaternion_to_matrix(self.q[bq]) @ quaternion_to_matrix(fields.body_frame[bq])
-        sample = fields.sample(fields.body_shape[bq], frame.T @ (pos[p] - self.x[bq]))
-        if sample is None:
-            return None
-        phi, gradient = sample
-        norm = np.linalg.norm(gradient)
-        if not (phi < r and norm > 0):
-            return None
-        outward = frame @ (gradient / norm)
-        n = -outward
-        point = pos[p] - phi * outward
-        arm = point - pos[p]
-        w_p, w_q = state.angular_velocity[bp], state.angular_velocity[bq]
-        v_p = state.velocity[bp] + np.cross(w_p, pos[p] - self.x[bp])
-        v_q = state.velocity[bq] + np.cross(w_q, point - self.x[bq]) + np.cross(w_q, arm)
-        xi = self._stored_spring((self.history_key[p], self.history_xi[p]), m.particle_count + bq, n)
-        force, couple, xi = self._contact_law(bp, n, arm, r - phi, v_p, w_p, v_q, w_q, m.body_material[bq],
-                                              self._contact_mass(bq), xi)
-        return 0.5 * force, 0.5 * couple, point, xi, frame, gradient
-
-    def _on_fields(self, b, bj):
-        """Whether bodies b and bj meet on their fields (SDF contacts, both have one)."""
-        return (self.sdf and bj != STATIC_BODY and self.fields.body_shape[b] >= 0
-                and self.fields.body_shape[bj] >= 0)
-
-    def _surface_pair(self, i, j, pos, state, asleep, surface, slots_out, touched_next, force, torque):
-        """The pair (i, j) of two bodies' particles under SDF contacts (40_contacts.cl surface_pair):
-        its share of i's contact with j's body, minus its share of j's contact with i's body."""
-        m = self.model
-        r = m.particle_radius
-        b, bj = m.particle_body[i], m.particle_body[j]
-        if bj not in surface:
-            own = surface[bj] = self._surface_contact(i, b, bj, pos, state)
-            # the kernel remembers 2 SURFACE_CONTACTS_KEPT bodies met and the contacts of
-            # SURFACE_CONTACTS_KEPT touched (in its own search order)
-            kept = (len(surface) <= 2 * SURFACE_CONTACTS_KEPT
-                    and sum(contact is not None for contact in surface.values()) <= SURFACE_CONTACTS_KEPT)
-            if own is not None and kept and slots_out[2] < FRICTION_SLOTS:
-                slots_out[0][slots_out[2]] = m.particle_count + bj
-                slots_out[1][slots_out[2]] = own[3]
-                slots_out[2] += 1
-        own = surface[bj]
-        theirs = self._surface_contact(j, bj, b, pos, state)
-        touching = False
-        for contact, sign, delta in ((own, 1.0, pos[i] - pos[j]), (theirs, -1.0, pos[j] - pos[i])):
-            if contact is None:
-                continue
-            f, couple, point, _, frame, gradient = contact
-            share = pair_weight(frame.T @ delta, gradient, r)
-            if share > 0:
-                force[i] += sign * share * f
-                torque[i] += sign * (np.cross(point - pos[i], share * f) + share * couple)
-                touching = True
-        if touching and asleep[bj] and not asleep[b]:
-            touched_next[bj] = True
 
     def _voxel_pair(self, i, j, pos, vel, state, asleep, slots_in, permitted_in, slots_out, touched_next, force,
                     torque):
@@ -437,12 +364,8 @@ class ReferenceEngine(StateMixin):
             slots_in = (self.history_key[i], self.history_xi[i])
             # keys, springs, slots used, count adjustment, permitted push-out depths (voxel pairs)
             slots_out = [new_key[i], new_xi[i], 0, 0.0, new_permitted[i]]
-            surface = {}  # i's own contact with each other body's surface (SDF contacts)
             for j in by_particle.get(int(i), ()):
                 delta = pos[j] - pos[i]
-                if self._on_fields(b, m.particle_body[j]):
-                    self._surface_pair(i, j, pos, state, asleep, surface, slots_out, touched_next, force, torque)
-                    continue
                 dist = np.linalg.norm(delta)
                 if dist <= 1e-9 * r:
                     continue

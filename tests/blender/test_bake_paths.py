@@ -293,7 +293,7 @@ def test_scene_settings_reach_the_simulation(registered):
     assert BakeOptions.from_scene(scene).simulation.contact_geometry == SimulationSettings().contact_geometry == "particles"
     items = s.bl_rna.properties["contact_geometry"].enum_items
     assert tuple(item.identifier for item in items) == CONTACT_GEOMETRIES
-    assert [item.name for item in items] == ["Particles (fast)", "Flat Faces", "Rigid Voxels"]
+    assert [item.name for item in items] == ["Particles (fast)", "Rigid Voxels"]
     s.use_scene_frame_range = False
     s.frame_start, s.frame_end, s.frame_step = 3, 11, 2
     s.substeps_mode, s.substeps = "MANUAL", 37
@@ -310,7 +310,6 @@ def test_scene_settings_reach_the_simulation(registered):
     assert voxels.simulation.target_penetration == voxel_settings.target_penetration
     assert voxel_settings.target_penetration == pytest.approx(0.05) and voxel_settings.solve_passes == 16
     s.stiffness_mode = "MANUAL"
-    s.contact_geometry = "sdf"  # the panel's Contacts: Flat Faces
     s.use_sleep, s.sleep_speed, s.sleep_time = True, 0.05, 0.7
     s.max_particles = 5000
     options = BakeOptions.from_scene(scene)
@@ -319,7 +318,7 @@ def test_scene_settings_reach_the_simulation(registered):
     assert (frames.substeps, conversion.radius, simulation.target_penetration) == (37, pytest.approx(0.05),
                                                                                    pytest.approx(0.1))
     assert (simulation.sleep_speed, simulation.sleep_time) == (pytest.approx(0.05), pytest.approx(0.7))
-    assert simulation.contact_geometry == "sdf"
+    assert simulation.contact_geometry == "voxels"
     assert conversion.max_particles == 5000 and simulation.device is None
     dynamic, static = pick_objects(bpy.context)
     job = BakeJob(bpy.context, dynamic, static, options)
@@ -328,7 +327,7 @@ def test_scene_settings_reach_the_simulation(registered):
         settings = job.sim.settings
         assert job.sim.substeps_per_frame == 37 and job.converted.radius == pytest.approx(0.05)
         assert settings.target_penetration == pytest.approx(0.1)
-        assert settings.contact_geometry == "sdf" and job.sim.engine.sdf_contacts
+        assert settings.contact_geometry == "voxels" and job.sim.engine.voxel_contacts
         assert (settings.sleep_speed, settings.sleep_time) == (pytest.approx(0.05), pytest.approx(0.7))
         assert list(job.key_frames()) == [3, 5, 7, 9, 11]
     finally:
@@ -338,11 +337,34 @@ def test_scene_settings_reach_the_simulation(registered):
     s.use_scene_frame_range = True
     frames = BakeOptions.from_scene(scene).frames
     assert (frames.frame_start, frames.frame_end) == (1, 40)
-    with pytest.raises(BakeError, match="contact geometry must be one of particles, sdf, voxels, got 'cubes'"):
+    with pytest.raises(BakeError, match="contact geometry must be one of particles, voxels, got 'cubes'"):
         BakeOptions.from_scene(scene, contact_geometry="cubes")
     s.max_particles = 10  # the limit is the scene's: the 0.4 m cube at radius 0.05 needs 64
     with pytest.raises(BakeError, match="limit of 10"):
         BakeJob(bpy.context, dynamic, static, BakeOptions.from_scene(scene)).start()
+
+
+def test_a_scene_saved_with_a_retired_contacts_choice_gets_one_message(registered):
+    """A .blend stores Contacts as its item's number, fixed per item: a scene saved with Rigid Voxels
+    (2) or Particles (0) reads back as itself; one saved with Flat Faces (1, retired) reads as no item,
+    and baking it is refused with one message naming it and what to choose, leaving the scene as it
+    was. A --contact-geometry given on top of the scene bakes it."""
+    scene = fresh_scene(1, 10)
+    add_cube("Cube", (0.0, 0.0, 1.0))
+    s = scene.prb_settings
+    for number, identifier in ((2, "voxels"), (0, "particles")):
+        s["contact_geometry"] = number  # what a saved file holds
+        assert s.contact_geometry == identifier
+        assert BakeOptions.from_scene(scene).simulation.contact_geometry == identifier
+    s["contact_geometry"] = 1
+    assert s.contact_geometry == ""
+    with pytest.raises(BakeError) as refused:
+        BakeOptions.from_scene(scene)
+    assert str(refused.value) == ("Contacts is Flat Faces, which was retired (Rigid Voxels rest faces flat and stand "
+                                  "stacks and walls): choose Particles (fast) or Rigid Voxels in the Simulation "
+                                  "panel (or --contact-geometry)")
+    assert s.get("contact_geometry") == 1  # the scene untouched
+    assert BakeOptions.from_scene(scene, contact_geometry="voxels").simulation.contact_geometry == "voxels"
 
 
 # -- hierarchies, constraints, delta transforms ---------------------------------------------------------

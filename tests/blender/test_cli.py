@@ -118,6 +118,7 @@ def _cases(scene, out_dir):
         "radius 0": ("main", base + ["--radius", "0"]),
         "sleep time 0": ("main", base + ["--sleep-time", "0"]),
         "contact geometry unknown": ("main", base + ["--contact-geometry", "cubes"]),
+        "contact geometry retired": ("main", base + ["--contact-geometry", "sdf"]),  # Flat Faces
         "unknown option": ("main", base + ["--bogus"]),
         "max particles": ("main", base + ["--objects", "A", "--max-particles", "3"]),
         "device memory": ("main", base + ["--objects", "A", "--radius", "0.0005"]),
@@ -159,7 +160,8 @@ EXPECTED = {  # case: (exit status, words the one-line message must hold)
     "substeps 0": (2, ["--substeps", "1 or more"]),
     "radius 0": (2, ["--radius", "more than 0"]),
     "sleep time 0": (2, ["--sleep-time", "more than 0"]),
-    "contact geometry unknown": (2, ["--contact-geometry", "invalid choice: 'cubes'", "particles", "sdf"]),
+    "contact geometry unknown": (2, ["--contact-geometry", "invalid choice: 'cubes'", "particles", "voxels"]),
+    "contact geometry retired": (2, ["--contact-geometry", "invalid choice: 'sdf'", "particles", "voxels"]),
     "unknown option": (2, ["--bogus"]),
     "max particles": (1, ["more than the limit of 3"]),
     "device memory": (1, ["device memory", "64.0 MB"]),
@@ -278,7 +280,7 @@ def test_command_bakes(scene_file, tmp_path):
 
 
 def test_contact_geometry_reaches_the_engine(scene_file, tmp_path):
-    """--contact-geometry sdf gives the engine signed-distance contacts; without it the scene's
+    """--contact-geometry voxels gives the engine voxel contacts; without it the scene's
     setting applies (Contacts in the panel; this scene keeps the default, particles)."""
     proc = run_python("""
         import sys, bpy
@@ -288,18 +290,18 @@ def test_contact_geometry_reaches_the_engine(scene_file, tmp_path):
         class ReportingSimulation(real_simulation):
             def __init__(self, *a, **k):
                 super().__init__(*a, **k)
-                print("GEOMETRY", self.settings.contact_geometry, self.engine.sdf_contacts)
+                print("GEOMETRY", self.settings.contact_geometry, self.engine.voxel_contacts)
         simulation.Simulation = ReportingSimulation
         scene, folder = sys.argv[1:]
-        for extra, out in ((["--contact-geometry", "sdf"], "sdf.blend"), ([], "default.blend")):
+        for extra, out in ((["--contact-geometry", "voxels"], "voxels.blend"), ([], "default.blend")):
             code = cli.command(["bake", "--scene", scene, "--objects", "A,B", "--frames", "1", "3",
                                 "--output", f"{folder}/{out}", *extra])
             print("CODE", code)
     """, str(scene_file), str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     reports = [line for line in proc.stdout.splitlines() if line.startswith(("GEOMETRY", "CODE"))]
-    assert reports == ["GEOMETRY sdf True", "CODE 0", "GEOMETRY particles False", "CODE 0"], proc.stdout + proc.stderr
-    assert sorted(os.listdir(tmp_path)) == ["default.blend", "sdf.blend"]
+    assert reports == ["GEOMETRY voxels True", "CODE 0", "GEOMETRY particles False", "CODE 0"], proc.stdout + proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["default.blend", "voxels.blend"]
 
 
 KILLED_MID_SAVE = """

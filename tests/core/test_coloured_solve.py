@@ -250,7 +250,7 @@ def test_a_body_with_more_pairs_than_the_colours_is_refused_with_one_message():
     with pytest.raises(TooManyPairs) as refused:
         engine.step(1)
     assert str(refused.value) == (f"a body touches more than {MAX_PAIR_COLOURS} others, more than Rigid Voxels' "
-                                  "solve takes: use Contacts: Particles or Flat Faces, or fewer, larger bodies")
+                                  "solve takes: use Contacts: Particles, or fewer, larger bodies")
     # a ValueError: the panel and the command line report it as the user's to change, without a traceback
     assert isinstance(refused.value, ValueError)
 

@@ -26,7 +26,7 @@ def test_grid_pairs_equal_brute_force_far_outside_initial_bounds(offset):
                              position=np.asarray(centre) + rng.uniform(-0.3, 0.3, size=3),
                              orientation=rng.normal(size=4))
     model = builder.finalize()
-    # the particle pairs the grid finds (SDF contacts reach further: test_sdf_contacts.py)
+    # the particle pairs the grid finds (voxel contacts reach further: test_voxel_pairs.py)
     settings = SimulationSettings(gravity=(0, 0, 0), contact_geometry="particles")
     reference = ReferenceEngine(model, settings)
     kernels = OpenCLEngine(model, settings)
@@ -46,7 +46,7 @@ def test_grid_shape_follows_the_scene_and_keeps_four_cells_per_axis():
     assert sum(bits) == 10  # one to two buckets per particle
 
 
-@pytest.mark.parametrize("contact_geometry", ["particles", "sdf", "voxels"])
+@pytest.mark.parametrize("contact_geometry", ["particles", "voxels"])
 def test_two_runs_on_one_device_are_identical(contact_geometry):
     rng = np.random.default_rng(11)
     builder = ModelBuilder(particle_radius=1 / 6)

@@ -59,10 +59,10 @@ def test_set_argument_reaches_the_next_launch():
     assert drop(0.5) > drop(0.0) + 0.01
 
 
-@pytest.mark.parametrize("geometry", ["particles", "sdf", "voxels"])
+@pytest.mark.parametrize("geometry", ["particles", "voxels"])
 def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometry):
     """The estimate users see before simulating follows the contact geometry: its neighbour lists are
-    the ones the engine allocates (SDF contacts' lists are twice as long; particle contacts must not be
+    the ones the engine allocates (voxel contacts' lists are twice as long; particle contacts must not be
     refused for memory they do not use)."""
     from addon.core import SimulationSettings
     from addon.core.opencl_engine import estimate_device_memory, solve_bytes_per_body, solve_bytes_per_particle
@@ -70,7 +70,7 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
 
     engine = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=geometry))
     particles, bodies = engine.particle_count, engine.body_count
-    other = "sdf" if geometry == "particles" else "particles"
+    other = "voxels" if geometry == "particles" else "particles"
     other_slots = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=other)).neighbour_slots
     difference = estimate_device_memory(particles, bodies, geometry) - estimate_device_memory(particles, bodies, other)
     solve_difference = solve_bytes_per_particle(geometry) - solve_bytes_per_particle(other)

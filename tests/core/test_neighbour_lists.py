@@ -92,7 +92,7 @@ def test_no_contact_is_missed_between_rebuilds(skin, neighbour_slots, origin):
     slack for a late rebuild; with 2 slots most lists overflow and those particles search the
     (stale) grid instead; far from the origin, cells alias."""
     model = tumbling_pile(origin=origin)
-    # particle pairs checked (the SDF contacts' pairs: test_sdf_contacts.py)
+    # particle pairs checked (the voxel contacts' pairs: test_voxel_pairs.py)
     engine = OpenCLEngine(model, SimulationSettings(contact_geometry="particles"), neighbour_skin=skin,
                           neighbour_slots=neighbour_slots)
     checked = with_contacts = 0

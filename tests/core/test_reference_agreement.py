@@ -35,12 +35,11 @@ def colliding_scene(spacing=0.85):
 
 
 # 1 lane per body is the CPU path of the body kernel, 8 the GPU path (forces summed in a tree)
-# "sdf": contacts between bodies on their signed-distance fields (core.body_sdf); "voxels": whole
-# voxels box against box (core.voxel_pairs), the bodies 5 cm into each other rather than 15: that
+# "voxels": whole voxels box against box (core.voxel_pairs), the bodies 5 cm into each other rather than 15: that
 # deep a voxel touches more than FRICTION_SLOTS others, and which springs are kept then follows
 # each side's search order
-@pytest.mark.parametrize("body_lanes, contact_geometry", [("1", "particles"), ("8", "particles"), ("1", "sdf"),
-                                                          ("8", "sdf"), ("1", "voxels"), ("8", "voxels")])
+@pytest.mark.parametrize("body_lanes, contact_geometry", [("1", "particles"), ("8", "particles"), ("1", "voxels"),
+                                                          ("8", "voxels")])
 def test_kernels_match_numpy_reference_over_100_substeps(body_lanes, contact_geometry, monkeypatch):
     monkeypatch.setenv("PRB_BODY_LANES", body_lanes)
     model = colliding_scene(0.95 if contact_geometry == "voxels" else 0.85)
@@ -54,7 +53,7 @@ def test_kernels_match_numpy_reference_over_100_substeps(body_lanes, contact_geo
     for _ in range(10):
         reference.step(10)
         kernels.step(10)
-        contacts_seen += len(kernels.surface_contacts() if contact_geometry == "sdf" else kernels.contact_pairs())
+        contacts_seen += len(kernels.contact_pairs())
         expected, got = reference.body_state(), kernels.body_state()
         # float32 kernels against the float64 step, about 5x the largest differences measured on
         # PoCL over the 100 substeps (3.3e-6 m, 1.2e-4 m/s, 4.5e-4 rad/s, 1.3e-7). Voxel contacts

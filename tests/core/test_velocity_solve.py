@@ -108,11 +108,10 @@ def test_bad_solve_settings_are_refused_with_one_message(settings, message):
 
 def test_rigid_voxels_solve_by_default_in_the_coloured_form():
     """Rigid Voxels solve their contacts (the coloured form, 16 passes, 4 relax passes, the stiffness
-    target 0.05); springs only take 16x stiffer springs; Particles and Flat Faces have no solve."""
+    target 0.05); springs only take 16x stiffer springs; Particles have no solve."""
     assert SimulationSettings(contact_geometry="voxels") == SimulationSettings(**COLOURED_VOXELS)
     assert SimulationSettings(contact_geometry="voxels").target_penetration == pytest.approx(0.05)
     assert SimulationSettings(**SPRING_VOXELS).target_penetration == pytest.approx(0.05 / 16)
     assert SimulationSettings(**JACOBI_VOXELS).relax_passes == 1
-    for geometry in ("particles", "sdf"):
-        settings = SimulationSettings(contact_geometry=geometry)
-        assert settings.solve_passes == 0 and settings.target_penetration == pytest.approx(0.05)
+    settings = SimulationSettings(contact_geometry="particles")
+    assert settings.solve_passes == 0 and settings.target_penetration == pytest.approx(0.05)
