@@ -95,7 +95,13 @@ def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--colliders", help="comma-separated names of static colliders (added to role Static Collider)")
     p.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"), help="frame range (default: scene's)")
     p.add_argument("--step", type=_count(1), help="key every Nth frame")
-    p.add_argument("--substeps", type=_count(1), help="substeps per frame (default: automatic)")
+    fixed = [f"{1.0 / g.substep:g} per second for {g.name}" for g in CONTACT_GEOMETRY.values() if g.substep is not None]
+    derived = [g.name for g in CONTACT_GEOMETRY.values() if g.substep is None]
+    automatic = "; ".join(fixed + ([f"for {' and '.join(derived)} from the contact stiffness and the lightest body"]
+                                   if derived else []))
+    p.add_argument("--substeps", type=_count(1),
+                   help=f"substeps per frame (default: the scene's setting, else automatic from --contact-geometry: "
+                        f"{automatic})")
     p.add_argument("--radius", type=_positive, help="particle radius (default: automatic)")
     p.add_argument("--contact-geometry", choices=CONTACT_GEOMETRIES,
                    help="how bodies meet: " + "; ".join(f"{g.name} ({g.label}: {g.summary}; {g.cost})"

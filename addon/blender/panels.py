@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import bpy
 
 from . import bake, bake_instances, instancers, properties
+from ..core.contact_geometry import CONTACT_GEOMETRY
 from ..core.settings import ROLE_IGNORED, ROLE_STATIC
 from .job import BakeError, BakeOptions, estimate, format_bytes, manual_stiffness, pick_objects
 from .preferences import wrap_width
@@ -211,9 +212,11 @@ class PRB_PT_scene(bpy.types.Panel):
         if s.radius_mode == "MANUAL":
             layout.prop(s, "particle_radius")
         layout.prop(s, "contact_geometry")
-        layout.prop(s, "stiffness_mode")
-        if manual_stiffness(s):
-            layout.prop(s, "target_penetration")
+        geometry = CONTACT_GEOMETRY.get(s.contact_geometry)
+        if geometry is not None and geometry.springs:  # solved contacts have no stiffness
+            layout.prop(s, "stiffness_mode")
+            if manual_stiffness(s):
+                layout.prop(s, "target_penetration")
         layout.prop(s, "use_sleep")
         if s.use_sleep:
             col = layout.column(align=True)

@@ -42,14 +42,39 @@ _SIMULATION = SimulationSettings()
 _CONVERSION = ConversionSettings()
 
 
+# The contact geometries whose contacts are springs: only they have a stiffness (the others solve
+# their contacts), and the panel shows Stiffness for them alone
+_SPRINGS = tuple(g for g in CONTACT_GEOMETRY.values() if g.springs)
+_SOLVED = tuple(g for g in CONTACT_GEOMETRY.values() if not g.springs)
+
+
+def _labels(geometries) -> str:
+    labels = [g.label for g in geometries]
+    return ", ".join(labels[:-1]) + " and " + labels[-1] if len(labels) > 1 else "".join(labels)
+
+
 def _automatic_stiffness() -> str:
-    """Stiffness: Automatic's tooltip: each contact geometry's own stiffness target."""
-    targets = {g.target_penetration for g in CONTACT_GEOMETRY.values()}
-    text = (f"The stiffness target {targets.pop():g}" if len(targets) == 1 else
-            "The contact geometry's stiffness target (" + ", ".join(
-                f"{g.label} {g.target_penetration:g}" for g in CONTACT_GEOMETRY.values()) + ")")
-    solving = [g.label for g in CONTACT_GEOMETRY.values() if g.solve_passes]
-    return text + f" ({' and '.join(solving)} add their solve on top)" if solving else text
+    """Stiffness: Automatic's tooltip: the stiffness target of each geometry whose contacts are springs."""
+    targets = {g.target_penetration for g in _SPRINGS}
+    if len(targets) == 1:
+        return f"The stiffness target {targets.pop():g}"
+    return "The contact geometry's stiffness target (" + ", ".join(
+        f"{g.label} {g.target_penetration:g}" for g in _SPRINGS) + ")"
+
+
+def _automatic_substeps() -> str:
+    """Substeps: Automatic's tooltip: what each contact geometry's substep comes from."""
+    fixed = [f"{1.0 / g.substep:g} per second for {g.label}" for g in CONTACT_GEOMETRY.values()
+             if g.substep is not None]
+    derived = [g for g in CONTACT_GEOMETRY.values() if g.substep is None]
+    parts = fixed + ([f"for {_labels(derived)}, from the contact stiffness and the lightest body"] if derived else [])
+    return "Substeps per frame from the contact geometry: " + "; ".join(parts)
+
+
+def _springs_only() -> str:
+    """What the stiffness settings' descriptions add: the geometries they apply to."""
+    text = f"Only for {_labels(_SPRINGS)}, whose contacts are springs"
+    return text + f" ({_labels(_SOLVED)} solve theirs: no stiffness)" if _SOLVED else text
 
 
 def contact_geometry_gone(s) -> str:
@@ -137,7 +162,7 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
                             description="Key every Nth frame (the simulation samples at this step too)")
     substeps_mode: EnumProperty(
         name="Substeps", default=_mode(FrameSettings.substeps),
-        items=(("AUTO", "Automatic", "Substeps per frame from the contact stiffness and the lightest body"),
+        items=(("AUTO", "Automatic", _automatic_substeps()),
                ("MANUAL", "Manual", "Use the number of substeps per frame given below")))
     substeps: IntProperty(name="Substeps per Frame", default=MANUAL_SUBSTEPS, min=1, soft_max=2000)
     radius_mode: EnumProperty(
@@ -148,13 +173,14 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
                                    subtype="DISTANCE", unit="LENGTH", precision=4)
     stiffness_mode: EnumProperty(
         name="Stiffness", default=_mode(SimulationSettings.target_penetration),
+        description=f"How stiff the contacts are. {_springs_only()}",
         items=(("AUTO", "Automatic", _automatic_stiffness()),
                ("MANUAL", "Manual", "Use the stiffness target given below")))
     target_penetration: FloatProperty(
         name="Stiffness Target", default=_SIMULATION.target_penetration, min=0.0001, max=1.0, subtype="FACTOR",
         precision=4,
         description="How far a particle may sink into another under the weight of a tall stack, as a fraction "
-                    "of its radius (smaller: stiffer contacts, more substeps)")
+                    f"of its radius (smaller: stiffer contacts, more substeps). {_springs_only()}")
     contact_geometry: EnumProperty(
         name="Contacts", default=_SIMULATION.contact_geometry, items=CONTACT_GEOMETRY_ITEMS,
         description="How bodies meet each other (the ground and static colliders are the same either way). "

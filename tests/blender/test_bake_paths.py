@@ -12,6 +12,7 @@ from prb_helpers import action_snapshot, add_cube, bpy, fresh_scene, scene_snaps
 
 from addon.blender import bake, operators  # noqa: E402
 from addon.blender.job import BakeError, BakeJob, BakeOptions, pick_objects  # noqa: E402
+from addon.core.contact_geometry import CONTACT_GEOMETRY  # noqa: E402
 from addon.core.settings import CONTACT_GEOMETRIES, SimulationSettings  # noqa: E402
 from test_bake import assert_keys_match_engine, run_job  # noqa: E402
 
@@ -290,7 +291,7 @@ def test_scene_settings_reach_the_simulation(registered):
     add_cube("Cube", (0.0, 0.0, 1.0))
     bpy.ops.object.select_all(action="DESELECT")
     s = scene.prb_settings
-    assert BakeOptions.from_scene(scene).simulation.contact_geometry == SimulationSettings().contact_geometry == "particles"
+    assert BakeOptions.from_scene(scene).simulation.contact_geometry == SimulationSettings().contact_geometry == "voxels"
     items = s.bl_rna.properties["contact_geometry"].enum_items
     assert tuple(item.identifier for item in items) == CONTACT_GEOMETRIES
     assert [item.name for item in items] == ["Particles (fast)", "Rigid Voxels"]
@@ -303,12 +304,13 @@ def test_scene_settings_reach_the_simulation(registered):
     assert BakeOptions.from_scene(scene).simulation.target_penetration == pytest.approx(0.1)
     s.stiffness_mode = "AUTO"  # not used while the stiffness is automatic
     s.contact_geometry = "voxels"  # the panel's Contacts: Rigid Voxels
-    voxels = BakeOptions.from_scene(scene)
-    # Rigid Voxels solve their contacts: the stiffness target the others take, the solve on top
-    voxel_settings = SimulationSettings(contact_geometry="voxels")
-    assert voxels.simulation.contact_geometry == "voxels"
-    assert voxels.simulation.target_penetration == voxel_settings.target_penetration
-    assert voxel_settings.target_penetration == pytest.approx(0.05) and voxel_settings.solve_passes == 16
+    voxels = BakeOptions.from_scene(scene).simulation
+    # Rigid Voxels solve their contacts: their solve's passes and detections from the geometry's row
+    geometry = CONTACT_GEOMETRY["voxels"]
+    assert voxels.contact_geometry == "voxels" and not voxels.contact_springs
+    assert voxels.target_penetration == geometry.target_penetration
+    assert (voxels.solve_passes, voxels.relax_passes, voxels.substeps_per_detection) == (
+        geometry.solve_passes, geometry.relax_passes, geometry.substeps_per_detection)
     s.stiffness_mode = "MANUAL"
     s.use_sleep, s.sleep_speed, s.sleep_time = True, 0.05, 0.7
     s.max_particles = 5000
@@ -365,6 +367,33 @@ def test_a_scene_saved_with_a_retired_contacts_choice_gets_one_message(registere
                                   "panel (or --contact-geometry)")
     assert s.get("contact_geometry") == 1  # the scene untouched
     assert BakeOptions.from_scene(scene, contact_geometry="voxels").simulation.contact_geometry == "voxels"
+
+
+@pytest.mark.parametrize("geometry", ["particles", "voxels"])
+def test_a_manual_stiffness_applies_only_to_contacts_that_are_springs(registered, geometry):
+    """A Stiffness Target (Stiffness: Manual) reaches the core with every geometry: Particles' springs
+    stiffen, so their automatic substeps and the motion change; Rigid Voxels solve their contacts, so
+    the bake is the same to the bit (the panel hides Stiffness for them, a file may still hold it)."""
+    scene = fresh_scene(1, 16)
+    bpy.ops.mesh.primitive_plane_add(size=4.0)
+    bpy.context.object.prb.role = "STATIC"
+    add_cube("Lower", (0.0, 0.0, 0.25))
+    add_cube("Upper", (0.1, 0.0, 0.7), rotation=(0.0, 0.3, 0.0))
+    bpy.ops.object.select_all(action="DESELECT")
+    s = scene.prb_settings
+    s.contact_geometry = geometry
+    baked = {}
+    for mode in ("AUTO", "MANUAL"):
+        s.stiffness_mode, s.target_penetration = mode, 0.005
+        job, _ = run_job()
+        assert job.sim.settings.target_penetration == pytest.approx(0.005 if mode == "MANUAL" else 0.05)
+        # the engine's poses (the keys also hold the rounding of the previous bake's start pose)
+        baked[mode] = job.sim.substeps_per_frame, np.concatenate([job.positions.ravel(), job.orientations.ravel()])
+    (auto_substeps, auto), (manual_substeps, manual) = baked["AUTO"], baked["MANUAL"]
+    if CONTACT_GEOMETRY[geometry].springs:
+        assert manual_substeps > auto_substeps and not np.array_equal(manual, auto)
+    else:
+        assert manual_substeps == auto_substeps and np.array_equal(manual, auto)
 
 
 # -- hierarchies, constraints, delta transforms ---------------------------------------------------------

@@ -14,6 +14,9 @@ import pytest
 
 from test_register_cli import ROOT, run_python
 
+from addon.core.contact_geometry import CONTACT_GEOMETRY
+from addon.core.settings import SimulationSettings
+
 SCENE = """
     import sys, bpy, addon.blender as blender
     blender.register()
@@ -205,6 +208,12 @@ def test_help_of_the_command_and_the_script():
     top, bake = [line for line in proc.stdout.splitlines() if line.startswith("CODE")]
     assert top.startswith("CODE 0") and "particle_bodies" in top and "bake" in top
     assert bake.startswith("CODE 0") and "--objects" in bake and "--scene" in bake and "--verbose" in bake
+    # what automatic substeps are for each geometry (the default's from its row), and the default geometry
+    default = SimulationSettings().contact_geometry
+    words = "|".join(f"{1.0 / CONTACT_GEOMETRY[default].substep:g} per second for {default};".split())
+    assert words in bake and f"default|{default}|or|the|scene's|setting" in bake, bake
+    substeps = bake.split("|substeps|per|frame|", 1)[1].split("|--radius|", 1)[0]
+    assert all(f"|{geometry}" in substeps for geometry in CONTACT_GEOMETRY), substeps
     proc = subprocess.run([sys.executable, str(ROOT / "addon" / "cli.py"), "--help"], capture_output=True, text=True)
     assert proc.returncode == 0 and "--objects" in proc.stdout
 
@@ -280,8 +289,8 @@ def test_command_bakes(scene_file, tmp_path):
 
 
 def test_contact_geometry_reaches_the_engine(scene_file, tmp_path):
-    """--contact-geometry voxels gives the engine voxel contacts; without it the scene's
-    setting applies (Contacts in the panel; this scene keeps the default, particles)."""
+    """--contact-geometry particles gives the engine particle contacts; without it the scene's
+    setting applies (Contacts in the panel; this scene keeps the default, Rigid Voxels)."""
     proc = run_python("""
         import sys, bpy
         from addon import cli
@@ -293,15 +302,17 @@ def test_contact_geometry_reaches_the_engine(scene_file, tmp_path):
                 print("GEOMETRY", self.settings.contact_geometry, self.engine.voxel_contacts)
         simulation.Simulation = ReportingSimulation
         scene, folder = sys.argv[1:]
-        for extra, out in ((["--contact-geometry", "voxels"], "voxels.blend"), ([], "default.blend")):
+        for extra, out in ((["--contact-geometry", "particles"], "particles.blend"), ([], "default.blend")):
             code = cli.command(["bake", "--scene", scene, "--objects", "A,B", "--frames", "1", "3",
                                 "--output", f"{folder}/{out}", *extra])
             print("CODE", code)
     """, str(scene_file), str(tmp_path))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     reports = [line for line in proc.stdout.splitlines() if line.startswith(("GEOMETRY", "CODE"))]
-    assert reports == ["GEOMETRY voxels True", "CODE 0", "GEOMETRY particles False", "CODE 0"], proc.stdout + proc.stderr
-    assert sorted(os.listdir(tmp_path)) == ["default.blend", "voxels.blend"]
+    default = SimulationSettings().contact_geometry
+    assert default == "voxels"
+    assert reports == ["GEOMETRY particles False", "CODE 0", "GEOMETRY voxels True", "CODE 0"], proc.stdout + proc.stderr
+    assert sorted(os.listdir(tmp_path)) == ["default.blend", "particles.blend"]
 
 
 KILLED_MID_SAVE = """

@@ -15,11 +15,13 @@ from prb_helpers import Drawn, StrictLayout, add_cube, bpy, draw_panel, fresh_sc
 import addon.blender as blender  # noqa: E402
 from addon.blender import bake_instances, operators, panels, preferences, properties  # noqa: E402
 from addon.core import device as core_device  # noqa: E402
+from addon.core.contact_geometry import CONTACT_GEOMETRIES, CONTACT_GEOMETRY  # noqa: E402
 from test_bake_paths import _Event, _operator, _WindowContext  # noqa: E402
 
 STATES = ("nothing baked", "no OpenCL device", "baking", "baked to keyframes", "baked to instances",
           "instance cache missing")
 EVERY_SETTING = "nothing baked, each value of each setting"
+SCENE_SETTINGS = "PRB_SceneSettings"
 
 
 def addon_panels() -> list:
@@ -64,6 +66,19 @@ def draw_every_setting(drawn: Drawn, group) -> None:
             setattr(group, name, before)
 
 
+def draw_every_setting_per_geometry(drawn: Drawn, scene) -> None:
+    """``draw_every_setting`` of the scene's settings under each contact geometry: a setting drawn
+    only for some geometries (Stiffness, for contacts that are springs) is drawn in each of its values."""
+    s = scene.prb_settings
+    before = s.contact_geometry
+    try:
+        for geometry in CONTACT_GEOMETRIES:
+            s.contact_geometry = geometry
+            draw_every_setting(drawn, s)
+    finally:
+        s.contact_geometry = before
+
+
 @pytest.fixture(scope="module")
 def states(registered, tmp_path_factory):
     """{state: (panels drawn, Drawn)}: a cube above a static ground, one state after the other; and
@@ -82,7 +97,7 @@ def states(registered, tmp_path_factory):
         drawn = Drawn()
         out["nothing baked"] = draw_all(drawn), drawn
         drawn = Drawn()
-        draw_every_setting(drawn, scene.prb_settings)
+        draw_every_setting_per_geometry(drawn, scene)
         draw_every_setting(drawn, cube.prb)
         bpy.ops.object.empty_add(location=(3.0, 0.0, 0.0))  # active: an object that cannot be simulated
         empty = bpy.context.object
@@ -180,6 +195,22 @@ def test_the_states_and_settings_draw_every_name_the_panels_use(states):
     assert len(props) > 25 and len(operator_ids) >= 4
     assert props - drawn_props == set()
     assert operator_ids - drawn_operators == set()
+
+
+@pytest.mark.parametrize("stiffness_mode", ["AUTO", "MANUAL"])
+@pytest.mark.parametrize("geometry", CONTACT_GEOMETRIES)
+def test_stiffness_is_drawn_only_where_contacts_are_springs(registered, geometry, stiffness_mode):
+    """Stiffness (and, set to Manual, its target) is a row of the Simulation panel only for a
+    contact geometry whose contacts are springs: solved contacts have no stiffness to set."""
+    scene = fresh_scene(1, 4)
+    s = scene.prb_settings
+    s.contact_geometry, s.stiffness_mode = geometry, stiffness_mode
+    drawn = Drawn()
+    assert draw_panel(panels.PRB_PT_scene, StrictLayout(drawn))
+    springs = CONTACT_GEOMETRY[geometry].springs
+    assert (SCENE_SETTINGS, "contact_geometry") in drawn.props
+    assert ((SCENE_SETTINGS, "stiffness_mode") in drawn.props) == springs
+    assert ((SCENE_SETTINGS, "target_penetration") in drawn.props) == (springs and stiffness_mode == "MANUAL")
 
 
 @pytest.mark.parametrize("draw, refused", [

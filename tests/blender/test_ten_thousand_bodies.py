@@ -80,14 +80,17 @@ def test_the_cli_bakes_ten_thousand_bodies_to_a_cache_of_every_frame(baked):
     seconds = (FRAMES[1] - FRAMES[0]) / 24.0
     free_fall = 0.5 * G * seconds**2
     drop = first[:, 0, 2] - last[:, 0, 2]
-    assert drop.min() > 0.05, "every body moved"
+    # every body moved: the lowest layer, 5 cm above the ground, lands on it (a solid cube tipped by the
+    # one landing on its edge rises by a few millimetres: 5 mm at 0.85 degrees), the others fall further
+    assert drop.min() > 0.04, "every body moved"
     assert drop.max() < free_fall + 1e-4, "none faster than gravity"
     # none sinks into the ground: the cubes' half side less 1 cm (3.7 mm measured after landing)
     assert last[:, 0, 2].min() > 0.49
-    # the layers above 3 m meet nothing in these frames (5 cm apart, the lower ones still falling):
-    # free fall, straight down
-    untouched = first[:, 0, 2] > 3.0
-    assert untouched.sum() >= 0.7 * BODIES
+    # the layers above 4 m meet nothing in these frames (5 cm apart, stopped one after the other from
+    # the ground up: with solid contacts the fourth layer, at 3.7 m, is reached in the last frame): free fall,
+    # straight down
+    untouched = first[:, 0, 2] > 4.0
+    assert untouched.sum() >= 0.6 * BODIES
     np.testing.assert_allclose(drop[untouched], free_fall, atol=1e-4)
     np.testing.assert_allclose(last[untouched, 0, :2], first[untouched, 0, :2], atol=1e-6)
 
