@@ -12,13 +12,13 @@ so a run cut short keeps what it did) and a log beside it:
 1. tests/core with PRB_OPENCL_DEVICE set to the device (per-test outcomes from pytest's JUnit XML;
    run last, it takes longest).
 2. Trajectories on the device against the NumPy reference step (float64, on the CPU) for each
-   variant (``VARIANTS``): the default particle contacts over 100 substeps of the colliding scene of
-   tests/core/test_reference_agreement.py with 1 and 8 lanes per body (PRB_BODY_LANES: 8 is the GPU
-   path, a tree sum of each body's forces), within that test's tolerances (position 2e-5 m,
+   variant (``VARIANTS``), each with 1 and 8 lanes per body (PRB_BODY_LANES: 8 is the GPU path, a
+   tree sum of each body's forces): Particles over 100 substeps of the colliding scene of
+   tests/core/test_reference_agreement.py within that test's tolerances (position 2e-5 m,
    velocity 6e-4 m/s, angular velocity 2e-3 rad/s, orientation |q.q'| within 1e-6 of 1); Rigid
-   Voxels' coloured solve (kernels 60-62) and the rigid step's parts with 1 and 32 lanes per body
-   pair (PRB_PAIR_LANES: 32 is the GPU's work-group), within the solve's tests' tolerances. Also
-   against a CPU OpenCL device when the machine has one.
+   Voxels' rigid step (kernels 60-62), its contacts detected every 4 substeps (the default) and
+   every substep, within the solve's tests' tolerances. Also against a CPU OpenCL device when the
+   machine has one.
 3. Two runs of a tumbling 48-cube pile (400 substeps) on the device, for each variant and lane
    count: bit-identical (the README's "two runs on one device give identical results").
 Exit status 0 only when all three pass.
@@ -103,14 +103,12 @@ def run_core_tests(selector: str, paths: list[str], log) -> dict:
                 summary=proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "", tests=outcomes)
 
 
-# What the device is compared on: (name, settings, scene, substeps, tolerances, which lanes vary).
-# "particles": the default contacts, lanes per body (PRB_BODY_LANES: 8 the GPU's tree sum, 1 the
-# CPU's loop). "coloured_voxels": Rigid Voxels' coloured solve (kernels 60-62), rigid contacts (soft
-# ones switch at the slop, where float32 and float64 part after ~55 substeps), lanes per body pair
-# (PRB_PAIR_LANES: 32 the GPU's work-groups, 1 the CPU's). "rigid_step": the rigid step's parts
-# (no springs, speculative contacts, detection every 4 substeps; tests/core/test_rigid_step.py);
-# "manifolds": the rigid step with manifolds in sequence, centre friction, 2 + 1 passes (x2c2;
-# tests/core/test_manifold.py).
+# What the device is compared on: (name, settings, scene, substeps, tolerances, lanes per body).
+# "particles": Particles' spring contacts. "rigid_step": Rigid Voxels' default step (no springs,
+# speculative contacts, manifolds, detection every 4 substeps; tests/core/test_rigid_step.py), its
+# contacts rigid (soft ones switch at the slop, where float32 and float64 part after ~55 substeps);
+# "rigid_step_detect_every_substep": the same detected every substep. Lanes per body
+# (PRB_BODY_LANES): 8 the GPU's tree sum, 1 the CPU's loop.
 SOLVE_TOLERANCES = dict(position=3e-5, velocity=5e-3, angular_velocity_rtol=0.0, angular_velocity_atol=6e-3,
                         orientation=1e-6)
 
@@ -120,34 +118,29 @@ class Variant(NamedTuple):
     model: object  # Model
     substeps: int
     tolerances: dict
-    lane_variable: str  # PRB_BODY_LANES or PRB_PAIR_LANES
+    lane_variable: str  # PRB_BODY_LANES
     lane_counts: tuple
 
 
 def variant(name: str) -> Variant:
     """What a compared variant runs and how closely it must agree."""
     from addon.core import SimulationSettings
-    from addon.core.settings import COLOURED_VOXELS
     from tests.core.test_reference_agreement import colliding_scene
 
     if name == "particles":
-        return Variant(SimulationSettings(), colliding_scene(), 100, TOLERANCES, "PRB_BODY_LANES", (1, 8))
-    if name == "coloured_voxels":
-        return Variant(SimulationSettings(**COLOURED_VOXELS, solve_hertz_fraction=0.0), colliding_scene(0.98), 100,
-                       SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
+        return Variant(SimulationSettings(contact_geometry="particles"), colliding_scene(), 100, TOLERANCES,
+                       "PRB_BODY_LANES", (1, 8))
+    from tests.core.test_rigid_step import tumbling_bodies
     if name == "rigid_step":
-        from tests.core.test_rigid_step import RIGID_STEP, tumbling_bodies
-        return Variant(SimulationSettings(**{**COLOURED_VOXELS, **RIGID_STEP, "solve_hertz_fraction": 0.0}),
-                       tumbling_bodies(), 60, SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
-    if name == "manifolds":
-        from tests.core.test_manifold import X2C1
-        from tests.core.test_rigid_step import tumbling_bodies
-        return Variant(SimulationSettings(**{**X2C1, "solve_passes": 2}), tumbling_bodies(), 60, SOLVE_TOLERANCES,
-                       "PRB_PAIR_LANES", (1, 32))
+        return Variant(SimulationSettings(solve_hertz_fraction=0.0), tumbling_bodies(), 60, SOLVE_TOLERANCES,
+                       "PRB_BODY_LANES", (1, 8))
+    if name == "rigid_step_detect_every_substep":
+        return Variant(SimulationSettings(solve_hertz_fraction=0.0, substeps_per_detection=1), tumbling_bodies(), 60,
+                       SOLVE_TOLERANCES, "PRB_BODY_LANES", (1, 8))
     raise ValueError(name)
 
 
-VARIANTS = ("particles", "coloured_voxels", "rigid_step", "manifolds")
+VARIANTS = ("particles", "rigid_step", "rigid_step_detect_every_substep")
 
 
 def _engine(model, settings, selector, lane_variable, lanes):
@@ -160,7 +153,7 @@ def _engine(model, settings, selector, lane_variable, lanes):
         engine = OpenCLEngine(model, replace(settings, device=selector))
     finally:
         del os.environ[lane_variable]
-    assert (engine.body_lanes if lane_variable == "PRB_BODY_LANES" else engine.pair_lanes) == lanes
+    assert engine.body_lanes == lanes
     return engine
 
 
@@ -199,14 +192,15 @@ def compare_trajectories(selector: str, against: str, name: str, lanes: int) -> 
 def runs_are_identical(selector: str, name: str, lanes: int) -> dict:
     """Two runs of a tumbling 48-cube pile (400 substeps) on the device: bit-identical. Rigid Voxels
     run their default (soft) solve here."""
+    from dataclasses import replace
+
     from addon.core import SimulationSettings
-    from addon.core.settings import COLOURED_VOXELS
     from tests.core.test_neighbour_lists import tumbling_pile
 
     compared = variant(name)
     settings, lane_variable = compared.settings, compared.lane_variable
-    if name == "coloured_voxels":
-        settings = SimulationSettings(**COLOURED_VOXELS)
+    if name != "particles":
+        settings = replace(settings, solve_hertz_fraction=SimulationSettings().solve_hertz_fraction)
     model = tumbling_pile()
     states = []
     for _ in range(2):

@@ -1,6 +1,7 @@
 """Contacts beyond the friction history's FRICTION_SLOTS: a particle can touch more particles than
 it remembers tangential springs for. Their forces still count; the kernels and the NumPy reference
-must agree on what happens to them (the reference-agreement tests never reach that many)."""
+must agree on what happens to them (the reference-agreement tests never reach that many). Friction
+springs are Particles' (Rigid Voxels' friction is held at each manifold's centre)."""
 from contextlib import nullcontext
 
 import numpy as np
@@ -41,7 +42,7 @@ BEYOND_SLOTS_APART = {"position": (1.228e-5, 0.06e-5), "velocity": (1.239e-2, 0.
                                                              reason=XFAIL_FRICTION_SLOTS_ORDER))])
 def test_kernels_match_the_reference_with_more_contacts_than_friction_slots(contacts):
     model = particle_on_a_ring(contacts, velocity=(0.05, 0.02, 0.0))  # sliding: the springs matter
-    settings = SimulationSettings(sleep_speed=0.0)
+    settings = SimulationSettings(sleep_speed=0.0, contact_geometry="particles")
     reference, kernels = ReferenceEngine(model, settings), OpenCLEngine(model, settings)
     assert len(reference.find_particle_pairs(reference.particle_positions())) == contacts
     position_apart = velocity_apart = 0.0
@@ -78,7 +79,7 @@ def test_every_contact_carries_its_share_of_the_weight(contacts, backend):
     ``contacts`` springs hold it up: 4e-10 m off with 10, against 2e-5 m had 2 of them been left
     out."""
     model = particle_on_a_ring(contacts, material=Material(friction=0.0, restitution=0.5))
-    settings = SimulationSettings(sleep_speed=0.0)
+    settings = SimulationSettings(sleep_speed=0.0, contact_geometry="particles")
     engine = (OpenCLEngine if backend == "kernels" else ReferenceEngine)(model, settings)
     engine.step(int(round((1.0 if backend == "kernels" else 0.3) / engine.params.substep)))
     state = engine.body_state()
