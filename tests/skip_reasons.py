@@ -18,8 +18,6 @@ XFAIL_FRICTION_SLOTS_ORDER = (
     "substeps of sliding on 10 contacts, against 3e-8 m / 2e-6 m/s on 8; probably each engine "
     "keeps the friction springs of the first 8 contacts in its own search order (found by "
     "issue 23, for the kernels or contact engineer)")
-XFAIL_JACOBI_COLUMN_RINGS = ("issue 22, E14: the Jacobi solve with 0.7 of the warm start rings an 8-cube "
-                             "column vertically at about 50 Hz, up to 56 mm/s (PoCL), for ever")
 XFAIL_HALF_OFFSET_ROWS_SINK = (
     "issue 22: five half-offset rows, top row 11.5 mm below its ideal height (target 1 cm; 18.7 cm with "
     "particle contacts). The springs alone take 10.1 mm at this stiffness target (ground 3.1 mm, then "
@@ -31,5 +29,5 @@ XFAIL_BOARD_CYCLES_ON_A_GPU = (
     "issue 22, E16: on the H100 one cube keeps a micro limit cycle (1.36 mm/s, its height swinging by "
     "micrometres); which cube cycles, if any, follows the order of the lanes' sums")
 NON_STRICT_XFAIL_REASONS = (XFAIL_BOARD_CYCLES_ON_A_GPU,)
-ALLOWED_XFAIL_REASONS = (XFAIL_REBOUND_OFF_E, XFAIL_FRICTION_SLOTS_ORDER, XFAIL_JACOBI_COLUMN_RINGS,
-                         XFAIL_HALF_OFFSET_ROWS_SINK, *NON_STRICT_XFAIL_REASONS)
+ALLOWED_XFAIL_REASONS = (XFAIL_REBOUND_OFF_E, XFAIL_FRICTION_SLOTS_ORDER, XFAIL_HALF_OFFSET_ROWS_SINK,
+                         *NON_STRICT_XFAIL_REASONS)
