@@ -16,8 +16,6 @@ XFAIL_FRICTION_SLOTS_ORDER = (
     "substeps of sliding on 10 contacts, against 3e-8 m / 2e-6 m/s on 8; probably each engine "
     "keeps the friction springs of the first 8 contacts in its own search order (found by "
     "issue 23, for the kernels or contact engineer)")
-XFAIL_JACOBI_COLUMN_RINGS = ("issue 22, E14: the Jacobi solve with 0.7 of the warm start rings an 8-cube "
-                             "column vertically at about 50 Hz, up to 56 mm/s (PoCL), for ever")
 # Under repair (issue 22, E16): the one xfail allowed to be non-strict, conditional on a GPU (on
 # PoCL the board rests and the test passes); its marker in tests/core/test_coloured_solve.py spells
 # this text out. The fix removes the marker and this entry.
@@ -25,4 +23,4 @@ XFAIL_BOARD_CYCLES_ON_A_GPU = (
     "issue 22, E16: on the H100 one cube keeps a micro limit cycle (1.36 mm/s, its height swinging by "
     "micrometres); which cube cycles, if any, follows the order of the lanes' sums")
 NON_STRICT_XFAIL_REASONS = (XFAIL_BOARD_CYCLES_ON_A_GPU,)
-ALLOWED_XFAIL_REASONS = (XFAIL_FRICTION_SLOTS_ORDER, XFAIL_JACOBI_COLUMN_RINGS, *NON_STRICT_XFAIL_REASONS)
+ALLOWED_XFAIL_REASONS = (XFAIL_FRICTION_SLOTS_ORDER, *NON_STRICT_XFAIL_REASONS)

@@ -3,14 +3,14 @@ xfail with an unlisted reason, a non-strict xfail, an xfail without a known fail
 failure whose value left its band either way, or one that passes, each fails the run."""
 import pytest
 
-from tests.skip_reasons import XFAIL_BOARD_CYCLES_ON_A_GPU, XFAIL_JACOBI_COLUMN_RINGS
+from tests.skip_reasons import XFAIL_BOARD_CYCLES_ON_A_GPU, XFAIL_FRICTION_SLOTS_ORDER
 
 pytest_plugins = ["pytester"]
 
 HEADER = f'''
 import pytest
 from tests.known_failures import KnownFailure, known_failure
-LISTED = {XFAIL_JACOBI_COLUMN_RINGS!r}
+LISTED = {XFAIL_FRICTION_SLOTS_ORDER!r}
 NON_STRICT = {XFAIL_BOARD_CYCLES_ON_A_GPU!r}
 '''
 

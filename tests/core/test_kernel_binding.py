@@ -78,18 +78,14 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     assert difference == (4 * particles * (engine.neighbour_slots - other_slots) + particles * solve_difference
                           + bodies * pair_difference)
     assert engine.arguments["neighbour_list"].size == 4 * particles * engine.neighbour_slots
-    # the velocity solve's records: counted for Rigid Voxels, which may solve (settings.solve_passes)
-    from addon.core.settings import COLOURED_VOXELS, JACOBI_VOXELS
-    solving = OpenCLEngine(cube_pile(8), SimulationSettings(**JACOBI_VOXELS)) if geometry == "voxels" else engine
-    assert (solving.arguments["solve_record"].size >= 16 * 5 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
-    # and the coloured solve's pair lists, per body
-    coloured = OpenCLEngine(cube_pile(8), SimulationSettings(**COLOURED_VOXELS)) if geometry == "voxels" else engine
-    pair_lists = sum(coloured.arguments[name].size for name in ("pair_other", "pair_share", "pair_record_start",
-                                                                  "pair_record_count", "pair_colour", "pair_rank",
-                                                                  "colour_pairs", "pair_count", "pair_bid", "body_impact",
-                                                                  "body_colours"))
+    # the velocity solve's records: counted for Rigid Voxels, which solve (settings.solve_passes)
+    assert (engine.arguments["solve_record"].size >= 16 * 5 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
+    # and the solve's pair lists, per body
+    pair_lists = sum(engine.arguments[name].size for name in ("pair_other", "pair_record_start", "pair_record_count",
+                                                              "pair_colour", "pair_rank", "colour_pairs", "pair_count",
+                                                              "pair_bid", "body_impact", "body_colours"))
     assert (pair_lists >= bodies * solve_bytes_per_body("voxels")) == (solve_bytes_per_body(geometry) > 0)
     # each pair's record list: a slot per friction slot of every particle
-    assert (coloured.arguments["pair_records"].size >= 4 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
+    assert (engine.arguments["pair_records"].size >= 4 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
     assert estimate_device_memory(particles, bodies) == max(estimate_device_memory(particles, bodies, g)
                                                             for g in CONTACT_GEOMETRIES)
