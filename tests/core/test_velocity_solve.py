@@ -13,7 +13,6 @@ from tests.core.helpers import column_of_cubes
      r"Particles \(fast\) contacts are springs: they take no solve passes and are detected every substep, "
      r"got 4 solve passes, 0 relax passes, 1 substeps per detection"),
     ({"contact_geometry": "particles", "relax_passes": 1}, "contacts are springs: they take no solve passes"),
-    ({"contact_geometry": "sdf", "substeps_per_detection": 4}, "Flat Faces contacts are springs"),
     ({"contact_geometry": "voxels", "solve_passes": 0}, "Rigid Voxels need at least one solve pass, got 0"),
     ({"contact_geometry": "voxels", "solve_passes": -1}, "solve passes must be a whole number from 0 to 64"),
     ({"contact_geometry": "voxels", "solve_passes": 2.5}, "solve passes must be a whole number"),
