@@ -22,7 +22,8 @@ def engine_for(builder, **settings):
 
 
 def run_for(engine, seconds):
-    steps = int(round(seconds / engine.params.substep))
+    """At least one substep: a loop stepping less than half a substep at a time would not advance."""
+    steps = max(1, int(round(seconds / engine.params.substep)))
     engine.step(steps)
     return engine.body_state()
 
