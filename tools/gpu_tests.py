@@ -12,15 +12,15 @@ so a run cut short keeps what it did) and a log beside it:
 1. tests/core with PRB_OPENCL_DEVICE set to the device (per-test outcomes from pytest's JUnit XML;
    run last, it takes longest).
 2. Trajectories on the device against the NumPy reference step (float64, on the CPU) for each
-   variant (``VARIANTS``): the default particle contacts over 100 substeps of the colliding scene of
+   variant (``VARIANTS``): Particles' contacts over 100 substeps of the colliding scene of
    tests/core/test_reference_agreement.py with 1 and 8 lanes per body (PRB_BODY_LANES: 8 is the GPU
    path, a tree sum of each body's forces), within that test's tolerances (position 2e-5 m,
    velocity 6e-4 m/s, angular velocity 2e-3 rad/s, orientation |q.q'| within 1e-6 of 1); Rigid
-   Voxels' coloured solve (kernels 60-62) and the rigid step's parts with 1 and 32 lanes per body
-   pair (PRB_PAIR_LANES: 32 is the GPU's work-group), within the solve's tests' tolerances. Also
+   Voxels' rigid step (the default settings, and detecting every substep) over 60 substeps of
+   tests/core/test_rigid_step.py's tumbling scene, within the solve's tests' tolerances. Also
    against a CPU OpenCL device when the machine has one.
-3. Two runs of a tumbling 48-cube pile (400 substeps) on the device, for each variant and lane
-   count: bit-identical (the README's "two runs on one device give identical results").
+3. Two runs of a tumbling 48-cube pile (400 substeps) on the device, for each variant (and lane
+   count): bit-identical (the README's "two runs on one device give identical results").
 Exit status 0 only when all three pass.
 """
 from __future__ import annotations
@@ -103,14 +103,12 @@ def run_core_tests(selector: str, paths: list[str], log) -> dict:
                 summary=proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "", tests=outcomes)
 
 
-# What the device is compared on: (name, settings, scene, substeps, tolerances, which lanes vary).
-# "particles": the default contacts, lanes per body (PRB_BODY_LANES: 8 the GPU's tree sum, 1 the
-# CPU's loop). "coloured_voxels": Rigid Voxels' coloured solve (kernels 60-62), rigid contacts (soft
-# ones switch at the slop, where float32 and float64 part after ~55 substeps), lanes per body pair
-# (PRB_PAIR_LANES: 32 the GPU's work-groups, 1 the CPU's). "rigid_step": the rigid step's parts
-# (no springs, speculative contacts, detection every 4 substeps; tests/core/test_rigid_step.py);
-# "manifolds": the rigid step with manifolds in sequence, centre friction, 2 + 1 passes (x2c2;
-# tests/core/test_manifold.py).
+# What the device is compared on: (settings, scene, substeps, tolerances, lanes per body).
+# "particles": Particles' contacts (springs), lanes per body (PRB_BODY_LANES: 8 the GPU's tree sum,
+# 1 the CPU's loop). "rigid_step": Rigid Voxels at the default settings (the rigid step: no springs,
+# speculative contacts, detection every 4 substeps, manifolds in sequence; kernels 61-62);
+# "rigid_step_every_substep": the same detecting every substep (tests/core/test_rigid_step.py).
+# The solve's lanes are the engine's own (one work-item per pair).
 SOLVE_TOLERANCES = dict(position=3e-5, velocity=5e-3, angular_velocity_rtol=0.0, angular_velocity_atol=6e-3,
                         orientation=1e-6)
 
@@ -120,59 +118,53 @@ class Variant(NamedTuple):
     model: object  # Model
     substeps: int
     tolerances: dict
-    lane_variable: str  # PRB_BODY_LANES or PRB_PAIR_LANES
-    lane_counts: tuple
+    body_lanes: tuple  # PRB_BODY_LANES values run; None: the engine's choice
 
 
 def variant(name: str) -> Variant:
     """What a compared variant runs and how closely it must agree."""
     from addon.core import SimulationSettings
-    from addon.core.settings import COLOURED_VOXELS
     from tests.core.test_reference_agreement import colliding_scene
+    from tests.core.test_rigid_step import tumbling_bodies
 
     if name == "particles":
-        return Variant(SimulationSettings(), colliding_scene(), 100, TOLERANCES, "PRB_BODY_LANES", (1, 8))
-    if name == "coloured_voxels":
-        return Variant(SimulationSettings(**COLOURED_VOXELS, solve_hertz_fraction=0.0), colliding_scene(0.98), 100,
-                       SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
+        return Variant(SimulationSettings(contact_geometry="particles"), colliding_scene(), 100, TOLERANCES, (1, 8))
     if name == "rigid_step":
-        from tests.core.test_rigid_step import RIGID_STEP, tumbling_bodies
-        return Variant(SimulationSettings(**{**COLOURED_VOXELS, **RIGID_STEP, "solve_hertz_fraction": 0.0}),
-                       tumbling_bodies(), 60, SOLVE_TOLERANCES, "PRB_PAIR_LANES", (1, 32))
-    if name == "manifolds":
-        from tests.core.test_manifold import X2C1
-        from tests.core.test_rigid_step import tumbling_bodies
-        return Variant(SimulationSettings(**{**X2C1, "solve_passes": 2}), tumbling_bodies(), 60, SOLVE_TOLERANCES,
-                       "PRB_PAIR_LANES", (1, 32))
+        return Variant(SimulationSettings(), tumbling_bodies(), 60, SOLVE_TOLERANCES, (None,))
+    if name == "rigid_step_every_substep":
+        return Variant(SimulationSettings(substeps_per_detection=1), tumbling_bodies(), 60, SOLVE_TOLERANCES, (None,))
     raise ValueError(name)
 
 
-VARIANTS = ("particles", "coloured_voxels", "rigid_step", "manifolds")
+VARIANTS = ("particles", "rigid_step", "rigid_step_every_substep")
 
 
-def _engine(model, settings, selector, lane_variable, lanes):
+def _engine(model, settings, selector, lanes):
+    """An engine on the device; ``lanes``: PRB_BODY_LANES for it (None: the engine's choice)."""
     from dataclasses import replace
 
     from addon.core.opencl_engine import OpenCLEngine
 
-    os.environ[lane_variable] = str(lanes)
+    if lanes is None:
+        return OpenCLEngine(model, replace(settings, device=selector))
+    os.environ["PRB_BODY_LANES"] = str(lanes)
     try:
         engine = OpenCLEngine(model, replace(settings, device=selector))
     finally:
-        del os.environ[lane_variable]
-    assert (engine.body_lanes if lane_variable == "PRB_BODY_LANES" else engine.pair_lanes) == lanes
+        del os.environ["PRB_BODY_LANES"]
+    assert engine.body_lanes == lanes
     return engine
 
 
-def compare_trajectories(selector: str, against: str, name: str, lanes: int) -> dict:
+def compare_trajectories(selector: str, against: str, name: str, lanes: int | None) -> dict:
     """The device against the reference step ('reference') or another OpenCL device (its CPU path),
     every 10 substeps: largest differences and whether they are within the variant's tolerances."""
     from addon.core.reference import ReferenceEngine
 
-    settings, model, substeps, tolerances, lane_variable, _ = variant(name)
-    engine = _engine(model, settings, selector, lane_variable, lanes)
+    settings, model, substeps, tolerances, _ = variant(name)
+    engine = _engine(model, settings, selector, lanes)
     other = (ReferenceEngine(model, settings) if against == "reference"
-             else _engine(model, settings, against, lane_variable, 1))
+             else _engine(model, settings, against, None if lanes is None else 1))
     worst = dict(position=0.0, velocity=0.0, angular_velocity=0.0, angular_velocity_excess=-np.inf, orientation=0.0)
     for _ in range(substeps // 10):
         engine.step(10)
@@ -192,32 +184,26 @@ def compare_trajectories(selector: str, against: str, name: str, lanes: int) -> 
     ok = (worst["position"] <= tolerances["position"] and worst["velocity"] <= tolerances["velocity"]
           and worst["angular_velocity_excess"] <= 0.0 and worst["orientation"] <= tolerances["orientation"]
           and moved > 0.05)
-    return dict(variant=name, against=against, lanes={lane_variable: lanes}, substeps=substeps,
+    return dict(variant=name, against=against, lanes={"PRB_BODY_LANES": lanes}, substeps=substeps,
                 tolerances=tolerances, largest_differences=worst, largest_displacement=moved, ok=bool(ok))
 
 
-def runs_are_identical(selector: str, name: str, lanes: int) -> dict:
-    """Two runs of a tumbling 48-cube pile (400 substeps) on the device: bit-identical. Rigid Voxels
-    run their default (soft) solve here."""
-    from addon.core import SimulationSettings
-    from addon.core.settings import COLOURED_VOXELS
+def runs_are_identical(selector: str, name: str, lanes: int | None) -> dict:
+    """Two runs of a tumbling 48-cube pile (400 substeps) on the device: bit-identical."""
     from tests.core.test_neighbour_lists import tumbling_pile
 
-    compared = variant(name)
-    settings, lane_variable = compared.settings, compared.lane_variable
-    if name == "coloured_voxels":
-        settings = SimulationSettings(**COLOURED_VOXELS)
+    settings = variant(name).settings
     model = tumbling_pile()
     states = []
     for _ in range(2):
-        engine = _engine(model, settings, selector, lane_variable, lanes)
+        engine = _engine(model, settings, selector, lanes)
         engine.step(400)
         s = engine.body_state()
         states.append(np.concatenate([s.position.ravel(), s.orientation.ravel(), s.velocity.ravel(),
                                       s.angular_velocity.ravel()]))
     moved = float(np.abs(states[0][:3 * model.body_count] - model.body_position.ravel()).max())
     identical = bool(np.array_equal(states[0], states[1]))
-    return dict(variant=name, lanes={lane_variable: lanes}, substeps=400, bodies=model.body_count,
+    return dict(variant=name, lanes={"PRB_BODY_LANES": lanes}, substeps=400, bodies=model.body_count,
                 identical=identical, largest_difference=float(np.abs(states[0] - states[1]).max()),
                 largest_displacement=moved, ok=identical and moved > 0.05)
 
@@ -258,12 +244,12 @@ def main(argv=None) -> int:
 
         cpu = [d for d in list_devices() if not d.is_gpu and d.selector != device.selector]
         for name in (() if args.skip_checks else VARIANTS):
-            for lanes in variant(name).lane_counts:
+            for lanes in variant(name).body_lanes:
                 record("trajectories", compare_trajectories(device.selector, "reference", name, lanes))
                 if cpu:
                     record("trajectories", compare_trajectories(device.selector, cpu[0].selector, name, lanes))
         for name in (() if args.skip_checks else VARIANTS):
-            for lanes in variant(name).lane_counts:
+            for lanes in variant(name).body_lanes:
                 record("determinism", runs_are_identical(device.selector, name, lanes))
         if not args.skip_pytest:
             print(f"{' '.join(args.tests)} on {device.label} ...", flush=True)
