@@ -5,10 +5,11 @@ Bullet's side is the shared ../shared/tools/bullet-pile/bullet_pile.py (Blender'
 through bpy: 10 substeps, 10 iterations; its time is scene.frame_set's); ours steps
 bench/scenes.py cube_pile(N) (identical poses) a frame at a time and reads the poses back each frame,
 as a bake does. Each variant of ours is a set of SimulationSettings overrides (--variant NAME
-key=value ...). Writes JSON with the machine and the commit; figures, never a timed test.
+key=value ...; none: the defaults, Rigid Voxels' rigid step). Writes JSON with the machine and the
+commit; figures, never a timed test.
 
     .venv/bin/python bench/cpu_vs_bullet.py --bullet ../shared/tools/bullet-pile/bullet_pile.py \\
-        --variant x2c2 contact_geometry=voxels contact_springs=false ... --out out/cpu_vs_bullet.json
+        --variant default --variant x2c1 solve_passes=1 --out out/cpu_vs_bullet.json
 """
 from __future__ import annotations
 

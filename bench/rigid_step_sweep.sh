@@ -18,32 +18,13 @@ fi
 OUT=${OUT:-out/rigid_step}
 mkdir -p "$OUT"
 VOXELS=(--setting 'contact_geometry="voxels"')
-RIGID=("${VOXELS[@]}" --setting contact_springs=false --setting substep=0.004166666666666667)
 for variant in "$@"; do
   case $variant in
-    springs) args=("${VOXELS[@]}") ;;                                         # today's default
-    x1) args=("${RIGID[@]}") ;;                                               # springs off, 240 Hz
-    x1h25) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25) ;;
-    x1h50) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.5) ;;
-    x3) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4) ;;
-    x3p4) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
-                --setting solve_passes=4 --setting relax_passes=1) ;;
-    x3p2) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
-                --setting solve_passes=2 --setting relax_passes=1) ;;
-    x3p1) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
-                --setting solve_passes=1 --setting relax_passes=1) ;;
-    # X2: x3 with each pair's records reduced to manifolds of 4 points, solved together (x2*) or one
-    # after another (x2s*), with 16 + 4 or N + 1 passes
-    x2) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
-              --setting manifold_points=4) ;;
-    x2p[0-9]*|x2s[0-9]*|x2c[0-9]*)
-        order=jacobi friction=points; [ "${variant:2:1}" = s ] && order=sequential
-        [ "${variant:2:1}" = c ] && order=sequential friction=centre
-        args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
-              --setting manifold_points=4 --setting manifold_order="$order" --setting manifold_friction="$friction"
-              --setting solve_passes="${variant:3}" --setting relax_passes=1) ;;
-    x2s) args=("${RIGID[@]}" --setting solve_hertz_fraction=0.25 --setting substeps_per_detection=4
-               --setting manifold_points=4 --setting manifold_order=sequential) ;;
+    default) args=("${VOXELS[@]}") ;;  # the rigid step, Rigid Voxels' default (x2c2)
+    # x2cN: the default with N solve passes (manifolds of 4 points in sequence, friction at their
+    # centres, 1 relax pass, detected every 4 substeps of 1/240 s, soft at 0.25 of the substep rate).
+    # The other variants of rigid-step.md (springs, x1*, x3*, x2, x2p*, x2s*) ran forms since retired.
+    x2c[0-9]*) args=("${VOXELS[@]}" --setting solve_passes="${variant:3}") ;;
     *) echo "unknown variant $variant"; exit 2 ;;
   esac
   name=${variant}_${CUBES:-1000}_s${SEED:-0}

@@ -105,10 +105,10 @@ def test_kernels_match_the_reference_restitution_passes(substeps_per_detection):
 
 def test_a_forty_cube_column_stands_straight():
     """Points solved in sequence, every other substep last to first: the 40-cube column's top stays
-    within 2 mm of its axis after 3 s and 0.5 % of its height (measured on PoCL: 0.16 mm, 0.18 %;
-    always first to last it crept 10 cm)."""
+    within 1 mm of its axis after 3 s and 0.5 % of its height (measured on PoCL: 0.16 mm, 0.18 %;
+    always first to last it crept 10 cm; issue 22 asks 1 %)."""
     stack = column({})
-    assert stack["top_drift_m"] < 2e-3
+    assert stack["top_drift_m"] < 1e-3
     assert stack["height_lost_fraction"] < 5e-3
 
 

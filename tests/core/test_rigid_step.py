@@ -45,17 +45,19 @@ def tumbling_bodies(spacing=1.3, seed=12):
 def test_kernels_match_the_reference(substeps_per_detection, hertz_fraction):
     """Every contact (voxel pairs, spheres, planes) is a record of the solve, up to the speculative
     margin apart; detected every 4 substeps, each record's depth in between follows its bodies'
-    motion. 60 substeps: the same manifold points kept per pair, and the states as close as the
-    solve's other agreement tests ask."""
+    motion. 60 substeps: the same colours and the same manifold points kept per pair at every
+    detection, and the states as close as the solve's other agreement tests ask."""
     settings = SimulationSettings(substeps_per_detection=substeps_per_detection, solve_hertz_fraction=hertz_fraction)
     model = tumbling_bodies()
 
-    def same_points(reference, kernels):
+    def same_colours_and_points(reference, kernels):
+        colours = [len(reference.pairs.of_colour(c)) for c in range(reference.pairs.colour_count)]
+        assert list(kernels.colour_pair_counts) == colours
         counts = kernels._read(kernels.arguments["pair_record_count"], (kernels.body_count * kernels.max_pairs,),
                                np.int32)
         assert [int(counts[g]) for g in reference.pairs.pair_slot] == [len(r) for r in reference.pair_records]
 
-    reference, solved = assert_kernels_follow_the_solve_reference(model, settings, 60, same_points)
+    reference, solved = assert_kernels_follow_the_solve_reference(model, settings, 60, same_colours_and_points)
     assert solved > 0.0
     assert np.abs(reference.body_state().position - model.body_position).max() > 0.2
     # a manifold per normal direction, of at most MANIFOLD_POINTS points (two directions here at most)
