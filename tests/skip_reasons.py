@@ -28,12 +28,7 @@ XFAIL_BOARD_SETTLES_LATE = (
 XFAIL_COLUMN_SETTLES_LATE = (
     "the rigid step: an 8-cube column, sleeping off, still moves at 1.24 mm/s after 2 s (PoCL; under "
     "1 mm/s asked, the coloured form 0.16 mm/s; 0.37 mm/s after 4 s, 0.05 after 8 s)")
-# Under repair (issue 22, E16): the one xfail allowed to be non-strict, conditional on a GPU (on
-# PoCL the board rests and the test passes); its marker in tests/core/test_coloured_solve.py spells
-# this text out. The fix removes the marker and this entry.
-XFAIL_BOARD_CYCLES_ON_A_GPU = (
-    "issue 22, E16: on the H100 one cube keeps a micro limit cycle (1.36 mm/s, its height swinging by "
-    "micrometres); which cube cycles, if any, follows the order of the lanes' sums")
-NON_STRICT_XFAIL_REASONS = (XFAIL_BOARD_CYCLES_ON_A_GPU,)
+# An xfail that may be non-strict (none now: every xfail is a known failure with its band)
+NON_STRICT_XFAIL_REASONS = ()
 ALLOWED_XFAIL_REASONS = (XFAIL_FRICTION_SLOTS_ORDER, XFAIL_COLLIDING_SCENE_PARTS, XFAIL_BOARD_SETTLES_LATE,
                          XFAIL_COLUMN_SETTLES_LATE, *NON_STRICT_XFAIL_REASONS)

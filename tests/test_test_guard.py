@@ -3,7 +3,7 @@ xfail with an unlisted reason, a non-strict xfail, an xfail without a known fail
 failure whose value left its band either way, or one that passes, each fails the run."""
 import pytest
 
-from tests.skip_reasons import XFAIL_BOARD_CYCLES_ON_A_GPU, XFAIL_FRICTION_SLOTS_ORDER
+from tests.skip_reasons import XFAIL_FRICTION_SLOTS_ORDER
 
 pytest_plugins = ["pytester"]
 
@@ -11,7 +11,6 @@ HEADER = f'''
 import pytest
 from tests.known_failures import KnownFailure, known_failure
 LISTED = {XFAIL_FRICTION_SLOTS_ORDER!r}
-NON_STRICT = {XFAIL_BOARD_CYCLES_ON_A_GPU!r}
 '''
 
 
@@ -65,18 +64,6 @@ def test_an_xfail_called_in_the_test_fails_the_run(pytester):
 def test_imperative():
     pytest.xfail(LISTED)
 ''').assert_outcomes(failed=1)
-
-
-def test_the_non_strict_xfail_under_repair_is_allowed(pytester):
-    run(pytester, '''
-@pytest.mark.xfail(False, strict=False, raises=AssertionError, reason=NON_STRICT)
-def test_on_the_cpu():
-    pass
-
-@pytest.mark.xfail(True, strict=False, raises=AssertionError, reason=NON_STRICT)
-def test_on_a_gpu():
-    assert False
-''').assert_outcomes(passed=1, xfailed=1)
 
 
 def test_a_skip_outside_the_list_fails_the_run(pytester):
