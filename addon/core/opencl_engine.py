@@ -747,8 +747,12 @@ class OpenCLEngine(StateMixin):
         key >= 0 is a partner particle, -2 - g plane g, -2 - planes - t triangle t.
 
         Only complete while no particle has more than FRICTION_SLOTS contacts; used by tests.
+        Between detections (substeps_per_detection > 1) they are the last detection's.
         """
-        history = self.arguments["history_key_in"][self.substep_parity]  # what the last substep wrote
+        # the double buffers swap at a detection's last substep: until then the detection's keys
+        # are in the buffer it wrote
+        swapped = self.substeps_done % self.settings.substeps_per_detection == 0
+        history = self.arguments["history_key_in" if swapped else "history_key_out"][self.substep_parity]
         keys = self._read(history, (FRICTION_SLOTS, self.particle_count), np.int32).T
         found = set()
         for i, row in enumerate(keys):

@@ -117,3 +117,17 @@ def test_a_steel_ball_rests_on_the_ground_and_on_a_light_brick():
     assert steel["ground"]["at_rest_in_ball_radii"] < 0.02
     assert steel["brick"]["at_rest_in_ball_radii"] < 0.02
     assert steel["brick"]["speed_at_end_mps"] < 0.1
+
+
+def test_contact_keys_are_the_last_detections_between_detections():
+    """Contacts found every 4 substeps: after each of a step's substeps contact_keys() gives the keys
+    the step's detection found (the friction history's buffers swap only at its last substep)."""
+    radius = 0.1
+    builder = ModelBuilder(radius)
+    builder.add_body(np.zeros((1, 3)), mass=1.0, position=(0.0, 0.0, 0.0))
+    builder.add_body(np.zeros((1, 3)), mass=1.0, position=(2 * radius * 0.95, 0.0, 0.0))
+    engine = OpenCLEngine(builder.finalize(), SimulationSettings(gravity=(0, 0, 0), sleep_speed=0.0))
+    assert engine.settings.substeps_per_detection == 4
+    for _ in range(5):
+        engine.step(1)
+        assert engine.contact_pairs() == {(0, 1), (1, 0)}, engine.substeps_done  # spheres: both sides
