@@ -57,12 +57,11 @@ def pair_priority(g: np.ndarray | int) -> np.ndarray:
 
 @dataclass
 class SolvePairs:
-    """Pairs of one substep: slot -> (lower body, other side), their records' shares, colours."""
+    """Pairs of one detection: slot -> (lower body, other side), colours."""
     max_pairs: int
     pair_slot: np.ndarray       # (G,) g = b * max_pairs + p
     pair_body: np.ndarray       # (G,)
     pair_other: np.ndarray      # (G,) a body of higher index or STATIC_BODY
-    pair_share: np.ndarray      # (G,) the shares of the pair's records on the lower body
     pair_colour: np.ndarray     # (G,)
 
     @property
@@ -74,19 +73,16 @@ class SolvePairs:
         return np.flatnonzero(self.pair_colour == colour)
 
 
-def list_pairs(body_records: list[list[tuple[int, float]]], max_pairs: int) -> tuple[dict, int]:
-    """Each body's pairs from its records as (other side, share) (sleeping bodies and the mirrors
-    already left out): ({(b, p): (other, share)}, the most pairs a body needed)."""
+def list_pairs(body_records: list[list[int]], max_pairs: int) -> tuple[dict, int]:
+    """Each body's pairs from its records' other sides (sleeping bodies and the mirrors already left
+    out), in order of the other side: ({(b, p): other}, the most pairs a body needed)."""
     pairs = {}
     needed = 0
     for b, records in enumerate(body_records):
-        share: dict[int, float] = {}
-        for other, record_share in records:
-            key = other if other >= 0 else STATIC_BODY
-            share[key] = share.get(key, 0.0) + record_share
-        needed = max(needed, len(share))
-        for p, key in enumerate(sorted(share)[:max_pairs]):
-            pairs[(b, p)] = (key, share[key])
+        others = sorted({other if other >= 0 else STATIC_BODY for other in records})
+        needed = max(needed, len(others))
+        for p, key in enumerate(others[:max_pairs]):
+            pairs[(b, p)] = key
     return pairs, needed
 
 
@@ -95,8 +91,7 @@ def colour_pairs(pairs: dict, max_pairs: int, body_count: int) -> SolvePairs:
     keys = sorted(pairs)
     slot = np.array([b * max_pairs + p for b, p in keys], dtype=np.int64)
     body = np.array([b for b, _ in keys], dtype=np.int64)
-    other = np.array([pairs[k][0] for k in keys], dtype=np.int64)
-    share = np.array([pairs[k][1] for k in keys], dtype=np.float64)
+    other = np.array([pairs[k] for k in keys], dtype=np.int64)
     colour = np.full(len(keys), -1, dtype=np.int64)
     priority = pair_priority(slot).astype(np.int64)
     used: list[set[int]] = [set() for _ in range(body_count)]
@@ -116,4 +111,4 @@ def colour_pairs(pairs: dict, max_pairs: int, body_count: int) -> SolvePairs:
             used[body[index]].add(chosen)
             if other[index] >= 0:
                 used[other[index]].add(chosen)
-    return SolvePairs(max_pairs, slot, body, other, share, colour)
+    return SolvePairs(max_pairs, slot, body, other, colour)

@@ -606,7 +606,7 @@ class ReferenceEngine(StateMixin):
                         if other < 0 or (other > b and awake[other]):
                             found.append((i, record))
             own.append(found)
-        body_records = [[(record[1], record[5]) for _, record in found] for found in own]
+        body_records = [[record[1] for _, record in found] for found in own]
         pairs, needed = list_pairs(body_records, self.max_pairs)
         if needed > self.max_pairs:
             self.max_pairs = grown_max_pairs(self.max_pairs, needed)

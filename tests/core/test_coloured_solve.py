@@ -29,7 +29,7 @@ def random_pairs(seed, body_count=60, pair_count=200):
     for _ in range(pair_count):
         b = int(rng.integers(body_count - 1))
         other = int(rng.integers(b + 1, body_count)) if rng.random() < 0.8 else STATIC_BODY
-        records[b].append((other, float(rng.uniform(0.25, 1.0))))
+        records[b].append(other)
     return records
 
 
@@ -49,18 +49,17 @@ def test_no_two_pairs_of_a_colour_share_a_body_and_every_pair_is_coloured(seed):
     # greedy colours: no more than the two busiest bodies' pairs less the one they share
     degree = np.bincount(np.concatenate([coloured.pair_body, coloured.pair_other[coloured.pair_other >= 0]]))
     assert coloured.colour_count <= 2 * degree.max() - 1
-    # a pair's share is the sum of its records' shares
-    total = sum(share for found in records for _, share in found)
-    np.testing.assert_allclose(coloured.pair_share.sum(), total)
+    # one pair per (body, other side) its records name
+    assert len(coloured.pair_slot) == sum(len(set(found)) for found in records)
     # the same pairs colour the same way again (priorities are a function of the slot)
     again = colour_pairs(pairs, 64, len(records))
     np.testing.assert_array_equal(again.pair_colour, coloured.pair_colour)
 
 
 def test_a_body_lists_one_pair_per_other_side_in_order_of_the_other_side():
-    pairs, needed = list_pairs([[(3, 0.5), (STATIC_BODY, 1.0), (2, 0.25), (3, 0.25), (STATIC_BODY, 0.5)]], 8)
+    pairs, needed = list_pairs([[3, STATIC_BODY, 2, 3, STATIC_BODY]], 8)
     assert needed == 3
-    assert pairs == {(0, 0): (STATIC_BODY, 1.5), (0, 1): (2, 0.25), (0, 2): (3, 0.75)}
+    assert pairs == {(0, 0): STATIC_BODY, (0, 1): 2, (0, 2): 3}
 
 
 # The substep by which the kernels and the reference part on the colliding scene (the block where
@@ -265,7 +264,7 @@ def test_the_reference_refuses_a_body_beyond_the_colours_with_the_same_message()
     """pair_colouring.colour_pairs (the reference's colouring) stops where the kernels do, with the
     same exception: a body with one pair more than MAX_PAIR_COLOURS."""
     bodies = MAX_PAIR_COLOURS + 2
-    body_records = [[(other, 1.0) for other in range(1, bodies)]] + [[] for _ in range(bodies - 1)]
+    body_records = [list(range(1, bodies))] + [[] for _ in range(bodies - 1)]
     pairs, needed = list_pairs(body_records, MAX_PAIR_COLOURS + 1)
     assert needed == MAX_PAIR_COLOURS + 1
     with pytest.raises(TooManyPairs, match=f"a body touches more than {MAX_PAIR_COLOURS} others"):
