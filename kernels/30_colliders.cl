@@ -119,7 +119,7 @@ inline void collider_contacts(
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used,
     __global const float *particle_corner_reach, __global const float4 *body_orientation,
-    __global const float4 *body_lattice, float3 r_i, SolveRecords solve_records, float *solve_share,
+    __global const float4 *body_lattice, float3 r_i, SolveRecords solve_records,
     float3 *force, float3 *torque)
 {
     const int plane_count = colliders.plane_count;
@@ -160,7 +160,6 @@ inline void collider_contacts(
                                    depth - height, (float3)(0.0f), 1.0f,
                                    pair_friction[mat_i * MATERIAL_COUNT + plane_material[g]], mat_i,
                                    plane_material[g], dot(v_i + cross(w_i, arm), -normal));
-                *solve_share += 1.0f;
             }
 #endif
         }
@@ -241,7 +240,6 @@ inline void collider_contacts(
                                        r_i + arm, depth - dist, v_tri, 1.0f,
                                        pair_friction[mat_i * MATERIAL_COUNT + tv.w], mat_i, tv.w,
                                        dot(v_i + cross(w_i, arm) - v_tri, n));
-                    *solve_share += 1.0f;
                 }
 #endif
             }

@@ -129,7 +129,7 @@ inline bool voxel_pair_contact(
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust,
-    SolveRecords solve_records, float *solve_share, float3 *force, float3 *torque)
+    SolveRecords solve_records, float3 *force, float3 *torque)
 {
     float3 A[3], B[3];
     lattice_axes(body_i, vx, A);
@@ -183,7 +183,6 @@ inline bool voxel_pair_contact(
                            depth, point - ns.body_position[body_j].xyz, share,
                            pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], mat_i,
                            ns.particle_material[j], closing);
-        *solve_share += share;
 #endif
     }
     *force += share * f;
@@ -199,7 +198,7 @@ inline void particle_pair_contact(
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust,
-    __global int *body_touched_out, SolveRecords solve_records, float *solve_share, float3 *force, float3 *torque)
+    __global int *body_touched_out, SolveRecords solve_records, float3 *force, float3 *torque)
 {
     float dist = sqrt(dist2);
     if (dist <= 1e-9f * cc.radius) return;
@@ -215,7 +214,7 @@ inline void particle_pair_contact(
         bool touching = voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx,
                                            body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling,
                                            old_key, old_xi, stride, new_key, new_xi, slots_used, count_adjust,
-                                           solve_records, solve_share, force, torque);
+                                           solve_records, force, torque);
         if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
         return;
     }
@@ -250,7 +249,6 @@ inline void particle_pair_contact(
                            point - ns.body_position[body_i].xyz, 2.0f * cc.radius - dist, arm_j, 1.0f,
                            pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], mat_i,
                            ns.particle_material[j], dot(v_i + cross(w_i, 0.5f * dist * n) - v_j, n));
-        *solve_share += 1.0f;
     }
 #endif
 }
@@ -277,7 +275,7 @@ inline void particle_contacts(
     bool asleep_i, __global int *body_touched_out,
     __global const float *particle_corner_reach, __global const uchar *particle_faces,
     __global const float4 *body_orientation, __global const float4 *body_lattice,
-    SolveRecords solve_records, float *solve_share, __global uchar *solve_count, float3 *body_force,
+    SolveRecords solve_records, __global uchar *solve_count, float3 *body_force,
     float3 *body_torque, float *contact_count)
 {
     float diameter = 2.0f * cc.radius;
@@ -341,7 +339,7 @@ inline void particle_contacts(
                 particle_pair_contact((int)k, other.xyz, delta, dist2, body_j, i, body_i, v_i, w_i, mass_i, mat_i,
                                       asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                       pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                                      &slots_used, &count_adjust, body_touched_out, solve_records, solve_share,
+                                      &slots_used, &count_adjust, body_touched_out, solve_records,
                                       &force, &torque);
             }
         }
@@ -357,14 +355,14 @@ inline void particle_contacts(
             particle_pair_contact(k, other.xyz, delta, dist2, as_int(other.w), i, body_i, v_i, w_i, mass_i, mat_i,
                                   asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                   pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                                  &slots_used, &count_adjust, body_touched_out, solve_records, solve_share,
+                                  &slots_used, &count_adjust, body_touched_out, solve_records,
                                   &force, &torque);
         }
     }
     if (!with_contacts) return;
     collider_contacts(i, body_i, p_i, v_i, w_i, mass_i, mat_i, cc, colliders, pair_damping_ratio, pair_friction,
                       pair_rolling, old_key, old_xi, stride, new_key, new_xi, &slots_used, particle_corner_reach,
-                      body_orientation, body_lattice, r_i, solve_records, solve_share, &force, &torque);
+                      body_orientation, body_lattice, r_i, solve_records, &force, &torque);
     if (slots_used < FRICTION_SLOTS) new_key[slots_used * stride] = EMPTY_SLOT;
     // contacts beyond FRICTION_SLOTS are not counted
     *contact_count = (float)slots_used + count_adjust;
@@ -458,7 +456,6 @@ __kernel void compute_contacts(
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
     float contact_count = 0.0f;
-    float solve_share = 0.0f;  // the shares of i's records: the body's count for the solve's mass splitting
     SolveRecords records = {solve_record + i, history_impulse_in + i, history_impulse_out + i, pair_restitution};
 #if SOLVE_PASSES
     solve_count[i] = 0;
@@ -484,7 +481,7 @@ __kernel void compute_contacts(
                           history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out,
                           rebuilding, with_contacts, neighbour_reach2, neighbour_count, neighbour_list + s, asleep_i,
                           body_touched_out, particle_corner_reach, particle_faces, body_orientation, body_lattice,
-                          records, &solve_share, solve_count + i, &force, &torque,
+                          records, solve_count + i, &force, &torque,
                           &contact_count);
     }
 #if !CONTACT_SPRINGS
@@ -497,6 +494,6 @@ __kernel void compute_contacts(
     particle_has_force[i] = has_force;
     if (has_force) {
         particle_force[i] = (float4)(force, contact_count);  // .w: contacts, for the body
-        particle_torque[i] = (float4)(torque, solve_share);  // .w: the solve's count, for the body
+        particle_torque[i] = (float4)(torque, 0.0f);
     }
 }

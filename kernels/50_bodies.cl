@@ -121,7 +121,6 @@ void integrate_bodies(
     __global int *next_rebuild,
     const float rebuild_distance,      // 0.45 skin: a little under half, for rounding
     __global float2 *body_contact_mass,  // .y written: mass per contact of this substep
-    __global float *body_solve_count,    // written: the shares of the body's contact records (SOLVE_PASSES)
     __global float4 *start_position,     // written: the pose at the substep's start (SUBSTEPS_PER_DETECTION > 1)
     __global float4 *start_orientation,
     __global const float4 *detect_position,
@@ -131,7 +130,7 @@ void integrate_bodies(
     int lane = lid % BODY_LANES;
     int b = get_group_id(0) * BODIES_PER_GROUP + lid / BODY_LANES;
     float4 force = (float4)(0.0f);  // .w: contacts
-    float4 torque = (float4)(0.0f);  // .w: the solve's count
+    float4 torque = (float4)(0.0f);
     if (b < body_count) {
         int end = body_first_particle[b] + body_particle_count[b];
         for (int i = body_first_particle[b] + lane; i < end; i += BODY_LANES) {
@@ -179,9 +178,6 @@ void integrate_bodies(
                        body_angular_velocity, build_position, build_orientation};
     bool touched = body_touched_in[b] != 0;
     body_touched_in[b] = 0;
-#if SOLVE_PASSES
-    body_solve_count[b] = torque.w;
-#endif
     integrate_body(b, force.xyz, torque.xyz, substep, gravity.xyz, terminal_speed, sleep, touched, rebuilt_here,
                    rebuild_distance, next_rebuild, body);
 }

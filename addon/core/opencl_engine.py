@@ -366,7 +366,6 @@ class OpenCLEngine(StateMixin):
         solving = self.solve_passes > 0
         a["solve_record"] = buffer(nbytes=16 * SOLVE_FIELDS * FRICTION_SLOTS * particle_count if solving else 16)
         a["solve_count"] = buffer(np.zeros(particle_count if solving else 4, np.uint8))
-        a["body_solve_count"] = buffer(nbytes=4 * body_count if solving else 16)
         self.max_pairs = INITIAL_MAX_PAIRS
         self._allocate_pairs()
         a["pair_bid"] = buffer(nbytes=2 * 4 * body_count if self.coloured_solve else 16)
