@@ -466,7 +466,7 @@ def main(argv=None) -> int:
     p.add_argument("--ours-radius", type=float, default=None,
                    help="particle radius for ours (default: automatic, 1/6 of a cube's side: 27 per cube)")
     p.add_argument("--ours-contacts", choices=CONTACT_GEOMETRIES, default=None,
-                   help="contact geometry for ours (default: the scene's default, particles)")
+                   help="contact geometry for ours (default: the scene's default, the core's)")
     p.add_argument("--skip-blender", action="store_true", help="run ours only (tuning; no comparison written)")
     p.add_argument("--profile", type=int, default=0, metavar="N", help="also profile ours at N cubes")
     p.add_argument("--profile-frames", type=int, default=3)

@@ -47,7 +47,7 @@ PARTICLES = ContactGeometry(
     description="Bodies meet particle against particle. A face rests on the tops of the other body's particles, so "
                 "a 1 m cube across the joint of two sinks about 4.5 cm and rows of offset cubes nest",
     summary="sphere against sphere, faces settling into the hollows between particles",
-    cost="the faster of the two",
+    cost="the faster of the two on a GPU",
     # piles flow at any stiffness (E4, E10): stiffer springs only cost substeps
     springs=True, target_penetration=0.05, solve_passes=0, relax_passes=0, substeps_per_detection=1,
     solve_hertz_fraction=0.0, substep=None,
@@ -60,7 +60,7 @@ VOXELS = ContactGeometry(
                 "sinking into each other: flat faces, sharp edges, still stacks, bounces at the bounciness set, and "
                 "piles that stand like rigid boxes (a 1000-cube pile keeps Newton's shape) instead of flowing",
     summary="solid bodies pile and stack like rigid boxes, their contacts solved",
-    cost="on a CPU about 0.8x the time of Particles, on a GPU 2.5-5x",
+    cost="on a CPU about the time of Particles, on a GPU 1.6-4.6x it",
     # whole voxels box against box (voxel_pairs), their contacts solved at the velocity level, Box2D
     # v3's step (docs/experiments/rigid-step.md): 4 substeps per 60 Hz step, each 2 solve passes and
     # 1 relax pass, contacts detected once per step, soft at a quarter of the substep rate
