@@ -68,8 +68,8 @@ def profile_pile(cubes: int, start: float, window: float, overrides: dict) -> di
         "launches_per_detection": {k: v / detections for k, v in sorted(launches.items())},
         "device_ms_per_substep_by_kernel": {k: 1e3 * v / substeps for k, v in
                                             sorted(stages.items(), key=lambda item: -item[1])},
-        "colours": len(engine.colour_pair_counts) if engine.coloured_solve else 0,
-        "pairs": int(engine.colour_pair_counts.sum()) if engine.coloured_solve else 0,
+        "colours": len(engine.colour_pair_counts) if engine.solving else 0,
+        "pairs": int(engine.colour_pair_counts.sum()) if engine.solving else 0,
     }
 
 

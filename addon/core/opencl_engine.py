@@ -244,7 +244,7 @@ class OpenCLEngine(StateMixin):
         self.voxel_contacts = self.settings.contact_geometry == "voxels"
         # the velocity solve over the contacts' records (kernels 60-62): Rigid Voxels only
         self.solve_passes = self.settings.solve_passes
-        self.coloured_solve = self.solve_passes > 0
+        self.solving = self.solve_passes > 0
         geometry = CONTACT_GEOMETRY[self.settings.contact_geometry]
         if neighbour_skin is None:
             neighbour_skin = geometry.neighbour_skin
@@ -363,15 +363,14 @@ class OpenCLEngine(StateMixin):
         a["particle_force"] = buffer(nbytes=16 * particle_count)
         a["particle_torque"] = buffer(nbytes=16 * particle_count)
         a["particle_has_force"] = buffer(nbytes=particle_count)
-        solving = self.solve_passes > 0
-        a["solve_record"] = buffer(nbytes=16 * SOLVE_FIELDS * FRICTION_SLOTS * particle_count if solving else 16)
-        a["solve_count"] = buffer(np.zeros(particle_count if solving else 4, np.uint8))
+        a["solve_record"] = buffer(nbytes=16 * SOLVE_FIELDS * FRICTION_SLOTS * particle_count if self.solving else 16)
+        a["solve_count"] = buffer(np.zeros(particle_count if self.solving else 4, np.uint8))
         self.max_pairs = INITIAL_MAX_PAIRS
         self._allocate_pairs()
-        a["pair_bid"] = buffer(nbytes=2 * 4 * body_count if self.coloured_solve else 16)
-        a["body_impact"] = buffer(nbytes=4 * body_count if self.coloured_solve else 16)
-        a["pair_records"] = buffer(nbytes=4 * FRICTION_SLOTS * particle_count if self.coloured_solve else 16)
-        a["body_colours"] = buffer(nbytes=MAX_PAIR_COLOURS // 8 * body_count if self.coloured_solve else 16)
+        a["pair_bid"] = buffer(nbytes=2 * 4 * body_count if self.solving else 16)
+        a["body_impact"] = buffer(nbytes=4 * body_count if self.solving else 16)
+        a["pair_records"] = buffer(nbytes=4 * FRICTION_SLOTS * particle_count if self.solving else 16)
+        a["body_colours"] = buffer(nbytes=MAX_PAIR_COLOURS // 8 * body_count if self.solving else 16)
         a["pair_totals"] = buffer(nbytes=4 * (PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS))
         a["colour_start"] = buffer(nbytes=4 * (MAX_PAIR_COLOURS + 1))
         self.colour_rounds = 1  # colouring rounds to enqueue (the last substep's)
@@ -380,7 +379,7 @@ class OpenCLEngine(StateMixin):
         self._colour_start = np.zeros(MAX_PAIR_COLOURS + 1, np.int32)
         self.colour_pair_counts = np.zeros(0, np.int64)
         a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
-        impulses = np.zeros((particle_count * FRICTION_SLOTS if solving else 1, 4), np.float32)
+        impulses = np.zeros((particle_count * FRICTION_SLOTS if self.solving else 1, 4), np.float32)
         self._double_buffer("history_impulse_in", "history_impulse_out", buffer(impulses), buffer(impulses))
         # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the H100
         empty_keys = np.full(particle_count * FRICTION_SLOTS, -1, dtype=np.int32)
@@ -457,11 +456,11 @@ class OpenCLEngine(StateMixin):
 
     def _allocate_pairs(self):
         """The solve's pair lists at max_pairs slots per body (placeholders otherwise)."""
-        slots = self.body_count * self.max_pairs if self.coloured_solve else 4
+        slots = self.body_count * self.max_pairs if self.solving else 4
         for name in ("pair_other", "pair_record_start", "pair_record_count", "pair_colour",
                      "pair_rank", "colour_pairs"):
             self.arguments[name] = self._buffer(nbytes=4 * slots)
-        self.arguments["pair_count"] = self._buffer(nbytes=4 * self.body_count if self.coloured_solve else 16)
+        self.arguments["pair_count"] = self._buffer(nbytes=4 * self.body_count if self.solving else 16)
 
     def _bind_arguments(self):
         """The values of the table, then every kernel's arguments, set once: a substep then only
@@ -603,7 +602,7 @@ class OpenCLEngine(StateMixin):
         else:
             for kernels, global_size, local_size, _ in launches:
                 enqueue(queue, kernels[parity], global_size, local_size)
-        if self.coloured_solve:
+        if self.solving:
             self._enqueue_pair_solve(parity, detecting, phase == every - 1)
         # the double buffers (friction history, touched and rebuild flags) swap once per detection
         if phase == every - 1:

@@ -83,9 +83,8 @@ class ReferenceEngine(StateMixin):
         self.speculative_time = speculative_time(self.settings, self.params.substep)
         self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = self.settings.solve_passes
-        self.coloured_solve = self.solve_passes > 0
-        # the solve reads a voxel pair's record on the lower body's side only
-        self.lower_side_pairs = self.coloured_solve
+        # the velocity solve (Rigid Voxels); it reads a voxel pair's record on the lower body's side only
+        self.solving = self.solve_passes > 0
         # c's arms from the detection while a pass acts at the arms b's reach now (_solve_pairs)
         self._detection_arm_j = {}
         self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
@@ -321,7 +320,7 @@ class ReferenceEngine(StateMixin):
         # kernels' double buffer swaps once per detection; later substeps read it cleared)
         last_of_step = (self.substeps_done + 1) % every == 0
         self.touched = self.touched_next if last_of_step else np.zeros(m.body_count, dtype=bool)
-        if self.coloured_solve:
+        if self.solving:
             if detecting:
                 self.pairs = self._colour_solve_pairs()
             kinds = ["warm"] + ["solve"] * self.solve_passes + ["relax"] * self.settings.relax_passes
@@ -370,7 +369,7 @@ class ReferenceEngine(StateMixin):
                 if dist <= 1e-9 * r:
                     continue
                 if self.voxels and is_voxel_pair(m, i, j):
-                    if self.lower_side_pairs and b > m.particle_body[j] and not asleep[m.particle_body[j]]:
+                    if self.solving and b > m.particle_body[j] and not asleep[m.particle_body[j]]:
                         continue  # the lower body's side computes it (40_contacts.cl LOWER_SIDE_PAIRS)
                     self._voxel_pair(i, j, pos, vel, state, asleep, slots_in, self.history_permitted[i], slots_out,
                                      touched_next, force, torque)
@@ -499,15 +498,15 @@ class ReferenceEngine(StateMixin):
              float(self.params.restitution[material_i, material_j]), float(impact), warm[:3], float(warm[3]),
              int(slot), 0.0])
 
-    def _split_inverse_mass(self, b, count, arm, u):
-        """Body b's inverse mass along u at arm times count[b] (1: it moves; 0: static)."""
-        if b < 0 or count[b] == 0.0:
+    def _inverse_mass(self, b, arm, u):
+        """Body b's inverse mass along u at arm (0 for a static side, b < 0; 60_solve.cl inverse_mass)."""
+        if b < 0:
             return 0.0
         rot = self._rotation(b)
         c = np.cross(arm, u)
-        return count[b] * (1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c))
+        return 1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c)
 
-    def _record_impulse(self, record, b, velocity, omega, count, kind, rigid=False):
+    def _record_impulse(self, record, b, velocity, omega, kind, rigid=False):
         """The record's normal impulse after a "solve" or "relax" pass from the bodies' velocities and
         angular velocities given (60_solve.cl solve_record_impulse): closing at most what leaves it at
         the slop after the substep, a deeper one pushed out (but not while relaxing), soft below the
@@ -526,10 +525,10 @@ class ReferenceEngine(StateMixin):
             mass_scale = soft_mass_scale
             impulse_scale = 1.0 - mass_scale
         allowed = max(allowed, 0.0) if kind == "relax" else max(allowed, -self.settings.solve_push_speed)
-        k_n = self._split_inverse_mass(b, count, arm_i, n) + self._split_inverse_mass(other, count, arm_j, n)
+        k_n = self._inverse_mass(b, arm_i, n) + self._inverse_mass(other, arm_j, n)
         return max(normal + mass_scale * share * (vn - allowed) / k_n - impulse_scale * normal, 0.0)
 
-    def _restitution_impulse(self, record, b, velocity, omega, count):
+    def _restitution_impulse(self, record, b, velocity, omega):
         """The record's normal impulse in a restitution pass (62_pair_solve.cl restitution_impulse;
         Box2D's b2ApplyRestitution): a point that approached faster than IMPACT_SPEED at its
         detection and carried a normal impulse since is given the one that parts it at its
@@ -543,7 +542,7 @@ class ReferenceEngine(StateMixin):
         else:
             depth += self._depth_shift(record, b)
             allowed = max((self.settings.solve_slop * self.model.particle_radius - depth) / self.params.substep, 0.0)
-        k_n = self._split_inverse_mass(b, count, arm_i, n) + self._split_inverse_mass(other, count, arm_j, n)
+        k_n = self._inverse_mass(b, arm_i, n) + self._inverse_mass(other, arm_j, n)
         return max(normal + share * (vn - allowed) / k_n, 0.0)
 
     def _depth_shift(self, record, b):
@@ -653,7 +652,6 @@ class ReferenceEngine(StateMixin):
                 if kind == "restitution" and not rigid:
                     continue  # no impact on either body: nothing to part
                 # one point after another at full mass, each seeing the last one's impulse
-                count = {body: 1.0 for body in bodies}
                 velocity = {body: self.P[body] / m.body_mass[body] for body in bodies}
                 omega = {body: self._omega(body) for body in bodies}
                 omega_start = dict(omega)
@@ -684,10 +682,10 @@ class ReferenceEngine(StateMixin):
                     else:
                         if kind == "restitution":
                             new_tangential = tangential
-                            new_normal = self._restitution_impulse(record, b, velocity, omega, count)
+                            new_normal = self._restitution_impulse(record, b, velocity, omega)
                         else:
                             new_tangential = tangential
-                            new_normal = self._record_impulse(record, b, velocity, omega, count, kind, rigid)
+                            new_normal = self._record_impulse(record, b, velocity, omega, kind, rigid)
                         j = -(new_normal - normal) * n + (new_tangential - tangential)
                         record[9], record[10] = new_tangential, new_normal
                         record[12] = max(record[12], new_normal)  # the most it carried since its detection
@@ -729,7 +727,6 @@ class ReferenceEngine(StateMixin):
         plus the twist spread over the points as tau (n x d) / sum |d|^2 (d: a point's offset from
         the centre in the plane), which sum to the centre's impulse and have the twist as moment.
         Returns the impulse on b and its moments about b's and c's centres."""
-        count = {body: 1.0 for body in (b, c) if body >= 0}
         normals = [record[0] for _, record in listed]
         leaders = manifold_groups(normals)
         total, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
@@ -752,8 +749,8 @@ class ReferenceEngine(StateMixin):
             slip = np.linalg.norm(v_t)
             if slip > 1e-9:
                 t = v_t / slip
-                k_t = (self._split_inverse_mass(b, count, centre_b, t)
-                       + self._split_inverse_mass(c, count, centre_c, t))
+                k_t = (self._inverse_mass(b, centre_b, t)
+                       + self._inverse_mass(c, centre_c, t))
                 held = held - v_t / k_t
             size = np.linalg.norm(held)
             if size > mu * load:
