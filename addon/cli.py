@@ -81,7 +81,7 @@ _not_negative.__name__ = "number"
 
 def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     """The bake options, shared by the --python script and `blender --command particle_bodies bake`."""
-    from .core.contact_geometry import CONTACT_GEOMETRY
+    from .core.contact_geometry import CONTACT_GEOMETRY, automatic_substeps
     from .core.settings import CONTACT_GEOMETRIES, ConversionSettings, SimulationSettings
 
     defaults, limits = SimulationSettings(), ConversionSettings()
@@ -95,13 +95,9 @@ def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--colliders", help="comma-separated names of static colliders (added to role Static Collider)")
     p.add_argument("--frames", nargs=2, type=int, metavar=("START", "END"), help="frame range (default: scene's)")
     p.add_argument("--step", type=_count(1), help="key every Nth frame")
-    fixed = [f"{1.0 / g.substep:g} per second for {g.name}" for g in CONTACT_GEOMETRY.values() if g.substep is not None]
-    derived = [g.name for g in CONTACT_GEOMETRY.values() if g.substep is None]
-    automatic = "; ".join(fixed + ([f"for {' and '.join(derived)} from the contact stiffness and the lightest body"]
-                                   if derived else []))
     p.add_argument("--substeps", type=_count(1),
                    help=f"substeps per frame (default: the scene's setting, else automatic from --contact-geometry: "
-                        f"{automatic})")
+                        f"{automatic_substeps(lambda geometry: geometry.name)})")
     p.add_argument("--radius", type=_positive, help="particle radius (default: automatic)")
     p.add_argument("--contact-geometry", choices=CONTACT_GEOMETRIES,
                    help="how bodies meet: " + "; ".join(f"{g.name} ({g.label}: {g.summary}; {g.cost})"

@@ -9,7 +9,7 @@ import bpy
 from bpy.props import (BoolProperty, EnumProperty, FloatProperty, FloatVectorProperty, IntProperty,
                        PointerProperty, StringProperty)
 
-from ..core.contact_geometry import CONTACT_GEOMETRY
+from ..core.contact_geometry import CONTACT_GEOMETRY, automatic_substeps, listed
 from .bake_instances import DEFAULT_CACHE_FOLDER
 from ..core.settings import (MANUAL_PARTICLE_RADIUS, MANUAL_SUBSTEPS, ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION,
                              ROLE_IGNORED, ROLE_STATIC, ConversionSettings, FrameSettings, ObjectSettings,
@@ -49,8 +49,7 @@ _SOLVED = tuple(g for g in CONTACT_GEOMETRY.values() if not g.springs)
 
 
 def _labels(geometries) -> str:
-    labels = [g.label for g in geometries]
-    return ", ".join(labels[:-1]) + " and " + labels[-1] if len(labels) > 1 else "".join(labels)
+    return listed(g.label for g in geometries)
 
 
 def _automatic_stiffness() -> str:
@@ -64,11 +63,7 @@ def _automatic_stiffness() -> str:
 
 def _automatic_substeps() -> str:
     """Substeps: Automatic's tooltip: what each contact geometry's substep comes from."""
-    fixed = [f"{1.0 / g.substep:g} per second for {g.label}" for g in CONTACT_GEOMETRY.values()
-             if g.substep is not None]
-    derived = [g for g in CONTACT_GEOMETRY.values() if g.substep is None]
-    parts = fixed + ([f"for {_labels(derived)}, from the contact stiffness and the lightest body"] if derived else [])
-    return "Substeps per frame from the contact geometry: " + "; ".join(parts)
+    return "Substeps per frame from the contact geometry: " + automatic_substeps()
 
 
 def _springs_only() -> str:

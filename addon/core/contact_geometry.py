@@ -72,3 +72,18 @@ VOXELS = ContactGeometry(
 
 CONTACT_GEOMETRY = {geometry.name: geometry for geometry in (PARTICLES, VOXELS)}
 CONTACT_GEOMETRIES = tuple(CONTACT_GEOMETRY)
+
+
+def listed(words) -> str:
+    """'a', 'a and b', 'a, b and c'."""
+    words = list(words)
+    return ", ".join(words[:-1]) + " and " + words[-1] if len(words) > 1 else "".join(words)
+
+
+def automatic_substeps(name=lambda geometry: geometry.label) -> str:
+    """What automatic substeps give for each geometry (the panel's Substeps tooltip, the CLI's
+    --substeps help), each geometry called ``name(geometry)``."""
+    fixed = [f"{1.0 / g.substep:g} per second for {name(g)}" for g in CONTACT_GEOMETRY.values() if g.substep is not None]
+    derived = [name(g) for g in CONTACT_GEOMETRY.values() if g.substep is None]
+    return "; ".join(fixed + ([f"for {listed(derived)}, from the contact stiffness and the lightest body"]
+                              if derived else []))
