@@ -12,15 +12,49 @@
 typedef struct {
     float3 v;
     float3 w;
-    float4 q;
-    float count;     // 1: the body moves; 0: static
-    int body;
+    // the body's inverse mass and world inverse inertia (by columns), both 0 for a static side:
+    // taken once per pair and pass, so the loops over a pair's points read no body data from
+    // global memory (each point's inverse mass and each impulse read the body-frame inertia and
+    // turned it by the orientation, four chains of dependent loads a point, and such chains were
+    // the passes' time on a GPU: a colour's launch takes as long as one pair's chain)
+    float inv_mass;
+    float3 inv_inertia_x, inv_inertia_y, inv_inertia_z;
+    int body;   // < 0: a static side
     // the other side of a pair (62_pair_solve.cl) in a pass that leaves the bodies where they are:
     // its records' arms taken as the first side's plus from_a (the first side's centre minus this
     // one's now), so both sides' impulses act at one world point
     int arms_now;
     float3 from_a;
 } SolveBody;
+
+// Body ``body`` as a pass sees it (body < 0: a static side, which nothing moves)
+inline SolveBody solve_body(int body, __global const float4 *body_velocity, __global const float4 *body_angular_velocity,
+                            __global const float4 *body_orientation, __global const float *body_mass,
+                            __global const float *body_inv_inertia)
+{
+    SolveBody s;
+    s.body = body;
+    s.arms_now = 0;
+    s.from_a = (float3)(0.0f);
+    s.v = s.w = s.inv_inertia_x = s.inv_inertia_y = s.inv_inertia_z = (float3)(0.0f);
+    s.inv_mass = 0.0f;
+    if (body < 0) return s;
+    s.v = body_velocity[body].xyz;
+    s.w = body_angular_velocity[body].xyz;
+    s.inv_mass = 1.0f / body_mass[body];
+    float4 q = body_orientation[body];
+    __global const float *inertia = body_inv_inertia + 9 * body;
+    s.inv_inertia_x = angular_velocity(q, inertia, (float3)(1.0f, 0.0f, 0.0f));
+    s.inv_inertia_y = angular_velocity(q, inertia, (float3)(0.0f, 1.0f, 0.0f));
+    s.inv_inertia_z = angular_velocity(q, inertia, (float3)(0.0f, 0.0f, 1.0f));
+    return s;
+}
+
+// The change of the body's angular velocity that angular impulse L makes
+inline float3 inverse_inertia_times(SolveBody s, float3 L)
+{
+    return L.x * s.inv_inertia_x + L.y * s.inv_inertia_y + L.z * s.inv_inertia_z;
+}
 
 // The arm of record r on side b: its own (r[2 stride], from the detection), or with b.arms_now the
 // point side a's arm reaches now
@@ -30,13 +64,10 @@ inline float3 other_arm(__global const float4 *r, int stride, SolveBody b)
 }
 
 // The inverse mass the body shows along u at arm (0: static).
-inline float inverse_mass(SolveBody s, float3 arm, float3 u, __global const float *body_mass,
-                                __global const float *body_inv_inertia)
+inline float inverse_mass(SolveBody s, float3 arm, float3 u)
 {
-    if (s.count == 0.0f) return 0.0f;
     float3 c = cross(arm, u);
-    return s.count * (1.0f / body_mass[s.body]
-                      + dot(c, angular_velocity(s.q, body_inv_inertia + 9 * s.body, c)));
+    return s.inv_mass + dot(c, inverse_inertia_times(s, c));
 }
 
 // The accumulated impulses (tangential xyz, normal) of the record at r (stride apart) after one
@@ -44,7 +75,7 @@ inline float inverse_mass(SolveBody s, float3 arm, float3 u, __global const floa
 // manifold's centre, 62_pair_solve.cl centre_friction).
 inline float4 solve_record_impulse(
     __global const float4 *r, int stride, SolveBody a, SolveBody b, float substep, float4 solve_constants,
-    bool relax, __global const float *body_mass, __global const float *body_inv_inertia, float depth_shift)
+    bool relax, float depth_shift)
 {
     float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride];
     int other = as_int(f0.w);
@@ -66,8 +97,7 @@ inline float4 solve_record_impulse(
         impulse_scale = 1.0f - mass_scale;
     }
     allowed = relax ? fmax(allowed, 0.0f) : fmax(allowed, -solve_constants.y);
-    float k_n = inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
-              + ((other >= 0) ? inverse_mass(b, arm_j, n, body_mass, body_inv_inertia) : 0.0f);
+    float k_n = inverse_mass(a, arm_i, n) + ((other >= 0) ? inverse_mass(b, arm_j, n) : 0.0f);
     float normal = (impulse_scale == 0.0f)
                  ? fmax(lambda.w + share * (vn - allowed) / k_n, 0.0f)
                  : fmax(lambda.w + mass_scale * share * (vn - allowed) / k_n - impulse_scale * lambda.w, 0.0f);

@@ -12,14 +12,13 @@
 
 // The pair's velocities (a and b, as the pass sees them) after impulse j on a at arm_a and -j on b
 // at arm_b (b.body < 0: a static side, unmoved)
-inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, float3 j, __global const float *body_mass,
-                      __global const float *body_inv_inertia)
+inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, float3 j)
 {
-    a->v += j / body_mass[a->body];
-    a->w += angular_velocity(a->q, body_inv_inertia + 9 * a->body, cross(arm_a, j));
+    a->v += j * a->inv_mass;
+    a->w += inverse_inertia_times(*a, cross(arm_a, j));
     if (b->body >= 0) {
-        b->v -= j / body_mass[b->body];
-        b->w -= angular_velocity(b->q, body_inv_inertia + 9 * b->body, cross(arm_b, j));
+        b->v -= j * b->inv_mass;
+        b->w -= inverse_inertia_times(*b, cross(arm_b, j));
     }
 }
 
@@ -32,8 +31,7 @@ inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, fl
 // point stops closing as in a relax pass, so the bodies under a struck one hold while it rebounds.
 // Rigid, velocities only; the accumulated impulse stays >= 0.
 inline float4 restitution_impulse(__global const float4 *r, int stride, SolveBody a, SolveBody b, float substep,
-                                  float slop, float depth_shift, __global const float *body_mass,
-                                  __global const float *body_inv_inertia)
+                                  float slop, float depth_shift)
 {
     float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride], f4 = r[4 * stride];
     int other = as_int(f0.w);
@@ -44,8 +42,7 @@ inline float4 restitution_impulse(__global const float4 *r, int stride, SolveBod
     float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
                   ? -f4.y * f4.z
                   : fmax((slop - (f1.w + depth_shift)) / substep, 0.0f);
-    float k_n = inverse_mass(a, arm_i, n, body_mass, body_inv_inertia)
-              + ((other >= 0) ? inverse_mass(b, arm_j, n, body_mass, body_inv_inertia) : 0.0f);
+    float k_n = inverse_mass(a, arm_i, n) + ((other >= 0) ? inverse_mass(b, arm_j, n) : 0.0f);
     lambda.w = fmax(lambda.w + f2.w * (vn - allowed) / k_n, 0.0f);
     return lambda;
 }
@@ -56,9 +53,7 @@ inline float4 restitution_impulse(__global const float4 *r, int stride, SolveBod
 // as tau (n x d) / sum |d|^2 (d: a point's offset from the centre in the plane), which sum to the
 // centre's impulse and have the twist as moment; their changes added to the pass's sums.
 inline void centre_friction(__global const int *records, int count, int stride, __global float4 *solve_record,
-                            __global float4 *history_impulse_out, SolveBody *A, SolveBody *B,
-                            __global const float *body_mass, __global const float *body_inv_inertia,
-                            float3 *impulse, float3 *moment_a, float3 *moment_b)
+                            __global float4 *history_impulse_out, SolveBody *A, SolveBody *B, float3 *impulse, float3 *moment_a, float3 *moment_b)
 {
     float3 group_normals[MANIFOLD_GROUPS];
     int groups = 0;
@@ -101,17 +96,16 @@ inline void centre_friction(__global const int *records, int count, int stride, 
         float slip = length(v_t);
         if (slip > 1e-9f) {
             float3 t = v_t / slip;
-            float k_t = inverse_mass(*A, centre_a, t, body_mass, body_inv_inertia)
-                      + ((B->body >= 0) ? inverse_mass(*B, centre_b, t, body_mass, body_inv_inertia) : 0.0f);
+            float k_t = inverse_mass(*A, centre_a, t) + ((B->body >= 0) ? inverse_mass(*B, centre_b, t) : 0.0f);
             held -= v_t / k_t;
         }
         float size = length(held);
         if (size > mu * load) held *= (size > 0.0f) ? mu * load / size : 0.0f;
         if (spread > 0.0f) {
-            float k_w = dot(n, angular_velocity(A->q, body_inv_inertia + 9 * A->body, n));
+            float k_w = dot(n, inverse_inertia_times(*A, n));
             float w_rel = dot(n, A->w);
             if (B->body >= 0) {
-                k_w += dot(n, angular_velocity(B->q, body_inv_inertia + 9 * B->body, n));
+                k_w += dot(n, inverse_inertia_times(*B, n));
                 w_rel -= dot(n, B->w);
             }
             twist = clamp(twist - w_rel / k_w, -twist_limit, twist_limit);
@@ -130,7 +124,7 @@ inline void centre_friction(__global const int *records, int count, int stride, 
             *impulse += j;
             *moment_a += cross(r[stride].xyz, j);
             *moment_b -= cross(other_arm(r, stride, *B), j);
-            move_pair(A, B, r[stride].xyz, other_arm(r, stride, *B), j, body_mass, body_inv_inertia);
+            move_pair(A, B, r[stride].xyz, other_arm(r, stride, *B), j);
         }
     }
 }
@@ -186,13 +180,9 @@ __kernel void solve_pair_contacts(
     // on a resting one rebounded at 0.75-0.88 of its restitution)
     float4 constants = solve_constants;
     if (struck) constants.w = 1.0f;
-    SolveBody A = {body_velocity[b].xyz, body_angular_velocity[b].xyz, body_orientation[b], 1.0f, b, 0, (float3)(0.0f)};
-    SolveBody B = {(float3)(0.0f), (float3)(0.0f), (float4)(0.0f, 0.0f, 0.0f, 1.0f), 0.0f, c, 0, (float3)(0.0f)};
+    SolveBody A = solve_body(b, body_velocity, body_angular_velocity, body_orientation, body_mass, body_inv_inertia);
+    SolveBody B = solve_body(c, body_velocity, body_angular_velocity, body_orientation, body_mass, body_inv_inertia);
     if (c >= 0) {
-        B.v = body_velocity[c].xyz;
-        B.w = body_angular_velocity[c].xyz;
-        B.q = body_orientation[c];
-        B.count = 1.0f;
         // c takes each impulse at the world point b's arm reaches, not at its own arm from the
         // detection: the two part as the bodies move, and an impulse pair at two points turns the
         // pair (a glancing impact lost 3-5 % of its angular momentum). The point is where the
@@ -247,10 +237,8 @@ __kernel void solve_pair_contacts(
             depth_shift = dot(shift, n);
 #endif
             float4 next = restitution
-                        ? restitution_impulse(r, stride, A, B, substep, constants.x, depth_shift, body_mass,
-                                              body_inv_inertia)
-                        : solve_record_impulse(r, stride, A, B, substep, constants, relax, body_mass,
-                                               body_inv_inertia, depth_shift);
+                        ? restitution_impulse(r, stride, A, B, substep, constants.x, depth_shift)
+                        : solve_record_impulse(r, stride, A, B, substep, constants, relax, depth_shift);
             j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
             r[3 * stride] = next;
             r[4 * stride].w = fmax(r[4 * stride].w, next.w);  // the most it carried since its detection
@@ -260,12 +248,12 @@ __kernel void solve_pair_contacts(
         moment_a += cross(r[stride].xyz, j);
         float3 arm_b = (c >= 0) ? other_arm(r, stride, B) : r[2 * stride].xyz;  // (static: its velocity, unused)
         moment_b -= cross(arm_b, j);
-        if (!warm) move_pair(&A, &B, r[stride].xyz, arm_b, j, body_mass, body_inv_inertia);
+        if (!warm) move_pair(&A, &B, r[stride].xyz, arm_b, j);
     }
     // friction after the normals, in the relax passes (Box2D's order)
     if (relax)
-        centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, body_mass,
-                        body_inv_inertia, &impulse, &moment_a, &moment_b);
+        centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, &impulse,
+                        &moment_a, &moment_b);
     bool move = kind < 2;  // relax and restitution: velocities only
     change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
                         body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity);
