@@ -1,7 +1,8 @@
 """Where a substep's time goes on a device: the cube pile (bench/scenes.py cube_pile) run to a start
 time, then one window profiled (OpenCL profiling events): wall time per substep, device time per
-kernel, launches per substep and per detection, and the host's time waiting inside the step (the
-pair totals read back at each detection). Writes JSON with the machine and the commit.
+kernel, launches per substep and per detection, and the host's time waiting inside the step:
+blocking reads, and the waits for the last detection's pair totals (read back without blocking).
+Writes JSON with the machine and the commit.
 
     python bench/step_profile.py --cubes 1000 10000 --start 3 --window 1 --setting ... --out $OUT/profile.json
 """
@@ -40,8 +41,9 @@ def profile_pile(cubes: int, start: float, window: float, overrides: dict) -> di
     original_copy = engine.cl.enqueue_copy
 
     def timed_copy(queue, dest, src, *args, **kwargs):
-        # a copy into a numpy array is a blocking read: the host waits for the queue so far
-        blocking = hasattr(dest, "__array_interface__")
+        # a copy into a numpy array, unless it says otherwise, is a blocking read: the host waits
+        # for the queue so far
+        blocking = hasattr(dest, "__array_interface__") and kwargs.get("is_blocking", True)
         begin = time.perf_counter()
         event = original_copy(queue, dest, src, *args, **kwargs)
         if blocking:
@@ -50,12 +52,27 @@ def profile_pile(cubes: int, start: float, window: float, overrides: dict) -> di
         return event
 
     engine.cl.enqueue_copy = timed_copy
+    original_take = getattr(engine, "_take_totals", None)
+    event_waits = [0.0, 0]
+
+    def timed_take():
+        # the wait for the last detection's read of the pair totals (the device is past it unless
+        # the host is more than a detection ahead)
+        begin = time.perf_counter()
+        original_take()
+        event_waits[0] += time.perf_counter() - begin
+        event_waits[1] += 1
+
+    if original_take is not None:
+        engine._take_totals = timed_take
     substeps = int(round(window * per_second))
     begin = time.perf_counter()
     engine.step(substeps)
     engine.queue.finish()
     wall = time.perf_counter() - begin
     engine.cl.enqueue_copy = original_copy
+    if original_take is not None:
+        del engine._take_totals
     stages = engine.collect_profile()
     device = sum(stages.values())
     detections = substeps / engine.settings.substeps_per_detection
@@ -64,6 +81,9 @@ def profile_pile(cubes: int, start: float, window: float, overrides: dict) -> di
         "wall_ms_per_substep": 1e3 * wall / substeps, "wall_ms_per_simulated_s": 1e3 * wall / window,
         "device_ms_per_substep": 1e3 * device / substeps,
         "host_waits_per_substep": waits[1] / substeps, "host_wait_ms_per_substep": 1e3 * waits[0] / substeps,
+        "late_read_waits_per_substep": event_waits[1] / substeps,
+        "late_read_wait_ms_per_substep": 1e3 * event_waits[0] / substeps,
+        "overflow_pairs": engine.overflow_pair_count if engine.solving else 0,
         "launches_per_substep": sum(launches.values()) / substeps,
         "launches_per_detection": {k: v / detections for k, v in sorted(launches.items())},
         "device_ms_per_substep_by_kernel": {k: 1e3 * v / substeps for k, v in

@@ -4,16 +4,19 @@
 // records are those on the lower body's particles (the other body's mirror them: the voxel
 // contacts give both sides the same normal, depth, point and share), so the pass that solves
 // them (62_pair_solve.cl) changes both bodies itself. Each body lists the pairs it is the lower
-// body of in max_pairs slots (pair g = b * max_pairs + p, in order of the other side); more counts
-// in pair_totals[1] and the host grows the lists and lists again. Each pair's records are then
+// body of in max_pairs slots (pair g = b * max_pairs + p, in order of the other side, the lowest
+// max_pairs others if it has more); pair_totals[1] says how full the slots are, and the host grows
+// them when it reads that (at the next detection: it does not wait for the colouring). Each pair's records are then
 // listed too (pair_records from pair_record_start[g], pair_record_count[g] of them, in the body's
 // region of FRICTION_SLOTS per particle), so that a pair's pass reads its own records only, not
 // every record of the lower body (most of which belong to its other pairs).
 //
-// pair_totals: [0] the pairs listed, [1] max_pairs + 1 if a body needed more slots, [2] the pairs
-// coloured so far, [3] the colours used (MAX_PAIR_COLOURS + 1: more were needed), [4] the rounds
-// that coloured a pair, [PAIR_COLOUR_COUNTS + c] the pairs of colour c (PAIR_COLOUR_COUNTS and
-// MAX_PAIR_COLOURS: defines from the host, pair_colouring.py).
+// pair_totals: [0] the pairs listed, [1] the most slots a body filled (max_pairs + 1: a body had
+// more others than slots), [2] the pairs coloured so far, [3] the colours used (MAX_PAIR_COLOURS + 1:
+// more were needed), [4] the rounds that coloured a pair, [5] the overflow's pairs (those the
+// rounds left uncoloured or coloured at or past colour_limit), [PAIR_COLOUR_COUNTS + c] the pairs
+// of colour c (OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS and MAX_PAIR_COLOURS: defines from the host,
+// pair_colouring.py).
 #define COLOUR_MASK_WORDS (MAX_PAIR_COLOURS / 32)
 
 // The pair a record of body b belongs to (the other body, or STATIC_BODY for every static side),
@@ -206,7 +209,13 @@ __kernel void list_solve_pairs(
                 int at = 0;
                 while (at < listed && other_of[at] < key) ++at;
                 if (at == listed || other_of[at] != key) {
-                    if (listed == max_pairs) { ++unlisted; continue; }
+                    // full: the lowest max_pairs others are kept (pair_colouring.list_pairs), so
+                    // a new one past them is dropped, and one before them drops the last
+                    if (listed == max_pairs) {
+                        ++unlisted;
+                        if (at == listed) continue;
+                        --listed;
+                    }
                     for (int p = listed; p > at; --p) {
                         other_of[p] = other_of[p - 1];
                         records_of[p] = records_of[p - 1];
@@ -223,10 +232,9 @@ __kernel void list_solve_pairs(
     for (int p = 0; p < listed; ++p) pair_colour[b * max_pairs + p] = -1;
     pair_bid[b] = 0u;
     if (listed) atomic_add(pair_totals, listed);
-    if (unlisted) {
-        atomic_max(pair_totals + 1, max_pairs + 1);  // the host doubles the slots until they hold it
-        return;
-    }
+    // the host grows the slots of every body once a body fills its own (a body with more others
+    // than slots has its highest ones unsolved until then)
+    atomic_max(pair_totals + 1, unlisted ? max_pairs + 1 : listed);
     // each pair's records in the order of the pass above (particle, then slot; with manifolds,
     // particle, then friction key), the pairs one after
     // another from the start of the body's region; the counts count them again as they go
@@ -258,7 +266,8 @@ __kernel void list_solve_pairs(
             int key = record_pair(b, as_int(solve_record[k * SOLVE_FIELDS * history_stride + i].w), body_quiet, sleep);
             if (key == NOT_A_PAIR) continue;
             int at = 0;
-            while (other_of[at] != key) ++at;
+            while (at < listed && other_of[at] != key) ++at;
+            if (at == listed) continue;  // an other past the slots
             pair_records[start_of[at] + records_of[at]++] = k * history_stride + i;
         }
     }
@@ -341,18 +350,64 @@ __kernel void take_colour(
     atomic_max(pair_totals + 4, colour_round + 1);
 }
 
-// Each colour's pairs gathered in colour_pairs from colour_start[colour] (the host sums the counts).
+// Where each colour's pairs start in colour_pairs: the colours below colour_limit (the colours the
+// host launches) one after another, then the overflow (every other pair listed), whose pairs
+// 62_pair_solve.cl solves one after another. One work-item: colour_limit is a few dozen at most.
+__kernel void start_colours(
+    const int colour_limit,
+    __global int *pair_totals,
+    __global int *colour_start)
+{
+    if (get_global_id(0) != 0) return;
+    int start = 0;
+    for (int colour = 0; colour < colour_limit; ++colour) {
+        colour_start[colour] = start;
+        start += pair_totals[PAIR_COLOUR_COUNTS + colour];
+    }
+    colour_start[colour_limit] = start;
+    colour_start[colour_limit + 1] = pair_totals[0];
+    pair_totals[OVERFLOW_PAIRS] = 0;
+}
+
+// Each colour's pairs gathered in colour_pairs from colour_start[colour], and the overflow's from
+// colour_start[colour_limit] (in any order: sort_overflow_pairs orders them).
 __kernel void gather_colour_pairs(
     const int body_count,
     const int max_pairs,
+    const int colour_limit,
     __global const int *pair_count,
     __global const int *pair_colour,
     __global const int *pair_rank,
     __global const int *colour_start,
+    __global int *pair_totals,
     __global int *colour_pairs)
 {
     int g = get_global_id(0);
     int b = g / max_pairs;
-    if (b >= body_count || g % max_pairs >= pair_count[b] || pair_colour[g] < 0) return;
-    colour_pairs[colour_start[pair_colour[g]] + pair_rank[g]] = g;
+    if (b >= body_count || g % max_pairs >= pair_count[b]) return;
+    int colour = pair_colour[g];
+    if (colour >= 0 && colour < colour_limit)
+        colour_pairs[colour_start[colour] + pair_rank[g]] = g;
+    else
+        colour_pairs[colour_start[colour_limit] + atomic_inc(pair_totals + OVERFLOW_PAIRS)] = g;
+}
+
+// The overflow's pairs in slot order, as the reference solves them (they share bodies, so their
+// order is the result's): one work-item, an insertion sort (the overflow is empty while the rounds
+// and colours the host enqueues suffice, and a few pairs when a detection needs more than the last).
+__kernel void sort_overflow_pairs(
+    const int colour_limit,
+    __global const int *colour_start,
+    __global int *colour_pairs)
+{
+    if (get_global_id(0) != 0) return;
+    int first = colour_start[colour_limit], end = colour_start[colour_limit + 1];
+    for (int t = first + 1; t < end; ++t) {
+        int g = colour_pairs[t], at = t;
+        while (at > first && colour_pairs[at - 1] > g) {
+            colour_pairs[at] = colour_pairs[at - 1];
+            --at;
+        }
+        colour_pairs[at] = g;
+    }
 }

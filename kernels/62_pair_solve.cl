@@ -129,15 +129,14 @@ inline void centre_friction(__global const int *records, int count, int stride, 
     }
 }
 
-__kernel void solve_pair_contacts(
-    const int solve_colour,
+// One pair's pass (the kernel below: a colour's pairs, or the overflow's one after another)
+inline void solve_pair(
+    int g,
     const int solve_kind,
     const int max_pairs,
     const int history_stride,
     const float substep,
-    const float4 solve_constants,      // slop (m), push-out speed (m/s), bias rate (1/s), mass scale
-    __global const int *colour_start,
-    __global const int *colour_pairs,
+    const float4 solve_constants,
     __global const int *pair_other,
     __global const int *body_impact,
     __global const int *pair_record_start,
@@ -153,15 +152,11 @@ __kernel void solve_pair_contacts(
     __global float4 *body_velocity,
     __global float4 *body_angular_velocity,
     __global float4 *history_impulse_out,
-    __global const float4 *start_position,   // the bodies' poses at the substep's start and at the
-    __global const float4 *start_orientation,  // last detection (SUBSTEPS_PER_DETECTION > 1)
+    __global const float4 *start_position,
+    __global const float4 *start_orientation,
     __global const float4 *detect_position,
     __global const float4 *detect_orientation)
 {
-    int start = colour_start[solve_colour];
-    int index = get_global_id(0);  // the pair's place in its colour
-    if (start + index >= colour_start[solve_colour + 1]) return;
-    int g = colour_pairs[start + index];
     int b = g / max_pairs, c = pair_other[g];
     int stride = history_stride;
     // solve_kind: the pass's kind (above), plus SOLVE_PASS_BACKWARD for a sweep from the pair's last
@@ -261,4 +256,45 @@ __kernel void solve_pair_contacts(
         change_body_momenta(c, -impulse, moment_b, substep, move, body_mass, body_inv_inertia, body_position,
                             body_orientation, body_momentum, body_angular_momentum, body_velocity,
                             body_angular_velocity);
+}
+
+__kernel void solve_pair_contacts(
+    const int solve_colour,
+    const int solve_kind,
+    const int max_pairs,
+    const int history_stride,
+    const float substep,
+    const float4 solve_constants,      // slop (m), push-out speed (m/s), bias rate (1/s), mass scale
+    __global const int *colour_start,
+    __global const int *colour_pairs,
+    __global const int *pair_other,
+    __global const int *body_impact,
+    __global const int *pair_record_start,
+    __global const int *pair_record_count,
+    __global const int *pair_records,
+    __global float4 *solve_record,
+    __global const float *body_mass,
+    __global const float *body_inv_inertia,
+    __global float4 *body_position,
+    __global float4 *body_orientation,
+    __global float4 *body_momentum,
+    __global float4 *body_angular_momentum,
+    __global float4 *body_velocity,
+    __global float4 *body_angular_velocity,
+    __global float4 *history_impulse_out,
+    __global const float4 *start_position,   // the bodies' poses at the substep's start and at the
+    __global const float4 *start_orientation,  // last detection (SUBSTEPS_PER_DETECTION > 1)
+    __global const float4 *detect_position,
+    __global const float4 *detect_orientation)
+{
+    // a colour's pairs share no body, so its work-items take them in any order, each as many as
+    // the launch (sized from the last detection's count) leaves; the overflow (solve_colour ==
+    // colour_limit, launched as one work-item) one after another in slot order
+    int end = colour_start[solve_colour + 1];
+    for (int at = colour_start[solve_colour] + get_global_id(0); at < end; at += get_global_size(0))
+        solve_pair(colour_pairs[at], solve_kind, max_pairs, history_stride, substep, solve_constants,
+                   pair_other, body_impact, pair_record_start, pair_record_count, pair_records, solve_record,
+                   body_mass, body_inv_inertia, body_position, body_orientation, body_momentum,
+                   body_angular_momentum, body_velocity, body_angular_velocity, history_impulse_out,
+                   start_position, start_orientation, detect_position, detect_orientation);
 }

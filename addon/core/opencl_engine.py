@@ -43,7 +43,8 @@ from .device import KERNEL_OPENCL_C, create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
 from .manifold import manifold_defines
-from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS, TooManyPairs, grown_max_pairs
+from .pair_colouring import (INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS,
+                             SPARE_COLOUR_ROUNDS, TooManyPairs, grown_max_pairs)
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH, SimulationSettings,
                        derive_contact_parameters, solve_softness, speculative_reach, speculative_time)
@@ -74,8 +75,9 @@ STAGES = (
     Stage("50_bodies.cl", ("integrate_bodies",)),
     Stage("60_solve.cl"),  # the solve's passes over one record: functions solve_pair_contacts calls
     # if solving (Rigid Voxels): the body pairs listed and coloured, then the warm start and the
-    # passes a launch per colour (_enqueue_pair_solve: the colours are read back at each detection)
-    Stage("61_pair_colouring.cl", ("list_solve_pairs", "bid_for_colour", "take_colour", "gather_colour_pairs")),
+    # passes a launch per colour (_enqueue_pair_solve), then the overflow's (_colour_pairs)
+    Stage("61_pair_colouring.cl", ("list_solve_pairs", "bid_for_colour", "take_colour", "start_colours",
+                                   "gather_colour_pairs", "sort_overflow_pairs")),
     Stage("62_pair_solve.cl", ("solve_pair_contacts",)),
 )
 SOLVE_KERNELS = tuple(kernel for stage in STAGES if stage.number >= 60 for kernel in stage.kernels)
@@ -132,9 +134,9 @@ BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
 # colour, place in a colour's list) at INITIAL_MAX_PAIRS slots (grown if a body needs more), the
 # pair count, the impact flag, two rounds' bids and the colour masks
 PAIR_BYTES_PER_BODY = 6 * 4 * INITIAL_MAX_PAIRS + 4 + 4 + 2 * 4 + MAX_PAIR_COLOURS // 8
-# Colouring rounds enqueued before the colours are read back: the last substep's colours and
-# these more (a round after the last colour costs one idle launch)
-SPARE_COLOUR_ROUNDS = 2
+# A colour's launch holds this many times the pairs the colour had at the last detection (its
+# work-items take more than one pair each past that)
+COLOUR_LAUNCH_MARGIN = 1.25
 # Work-items of the solve's passes per work-group: one per pair, as a pair's manifold points are
 # solved one after another (32 lanes per pair, sharing out its records, left 31 idle: the 10k pile
 # 647 -> 459 ms per simulated second on the H100 with one, rigid-step.md)
@@ -287,7 +289,8 @@ class OpenCLEngine(StateMixin):
                    f"-DSUBSTEPS_PER_DETECTION={self.settings.substeps_per_detection}",
                    f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
                    f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
-                   f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", *manifold_defines(model.particle_radius),
+                   f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", f"-DOVERFLOW_PAIRS={OVERFLOW_PAIRS}",
+                   *manifold_defines(model.particle_radius),
                    "-cl-denorms-are-zero", OPENCL_C_STANDARD]
         source = program_source()
         self.build_options = tuple(options)
@@ -372,12 +375,17 @@ class OpenCLEngine(StateMixin):
         a["pair_records"] = buffer(nbytes=4 * FRICTION_SLOTS * particle_count if self.solving else 16)
         a["body_colours"] = buffer(nbytes=MAX_PAIR_COLOURS // 8 * body_count if self.solving else 16)
         a["pair_totals"] = buffer(nbytes=4 * (PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS))
-        a["colour_start"] = buffer(nbytes=4 * (MAX_PAIR_COLOURS + 1))
-        self.colour_rounds = 1  # colouring rounds to enqueue (the last substep's)
+        a["colour_start"] = buffer(nbytes=4 * (MAX_PAIR_COLOURS + 2))
+        # what the detections so far needed, as read back (the first detection's at once, every
+        # later one's at the detection after it): the colouring rounds and the colours a detection
+        # enqueues, and each colour's pairs (its launch's size)
+        self.colour_rounds = 1
+        self.colour_limit = 1
+        self._launch_counts = np.zeros(0, np.int64)
         self._pair_totals = np.zeros(PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS, np.int32)
+        self._totals_read = None  # the event of the last detection's read of pair_totals
+        self.detections_with_dropped_pairs = 0  # detections where a body had more others than slots
         self._colour_kernels = {}
-        self._colour_start = np.zeros(MAX_PAIR_COLOURS + 1, np.int32)
-        self.colour_pair_counts = np.zeros(0, np.int64)
         a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
         impulses = np.zeros((particle_count * FRICTION_SLOTS if self.solving else 1, 4), np.float32)
         self._double_buffer("history_impulse_in", "history_impulse_out", buffer(impulses), buffer(impulses))
@@ -493,6 +501,7 @@ class OpenCLEngine(StateMixin):
                                       *solve_softness(pr.substep, self.settings.solve_hertz_fraction)],
                                      dtype=np.float32),
             max_pairs=np.int32(self.max_pairs),
+            colour_limit=np.int32(1),  # set per detection by _colour_pairs
             # set per launch by _enqueue_pair_solve
             solve_colour=np.int32(0), solve_kind=np.int32(0), colour_round=np.int32(0),
         )
@@ -630,11 +639,20 @@ class OpenCLEngine(StateMixin):
         if self.profile:
             self._record(name, event)
 
-    def _colour_pairs(self, parity) -> np.ndarray:
-        """List and colour the substep's body pairs (61_pair_colouring.cl); the pair totals read back
-        (the host waits for the substep so far): how many pairs each colour holds."""
+    def _colour_pairs(self, parity):
+        """List and colour a detection's body pairs (61_pair_colouring.cl) without waiting for the
+        device. The rounds enqueued are the most an earlier detection needed and SPARE_COLOUR_ROUNDS
+        more, the colours launched the most an earlier one used; a pair they leave uncoloured, or
+        coloured past them, is the overflow's, which one work-item solves after the colours, one
+        pair after another (Box2D's overflow constraints). The totals are read back as the device
+        gets there and taken at the next detection, which grows the pair slots if a body filled its
+        own. The first detection has nothing earlier to go by: it waits for its totals."""
         cl, a = self.cl, self.arguments
         totals = self._pair_totals
+        first = self._totals_read is None
+        if not first:
+            self._take_totals()
+        slots = (_round_up(self.body_count * self.max_pairs),)
         while True:
             cl.enqueue_fill_buffer(self.queue, a["pair_totals"], np.int32(0), 0, totals.nbytes)
             cl.enqueue_fill_buffer(self.queue, a["body_impact"], np.int32(0), 0, 4 * self.body_count)
@@ -647,42 +665,88 @@ class OpenCLEngine(StateMixin):
                     for name in ("bid_for_colour", "take_colour"):
                         self._enqueue(self._colour_kernel(name, colour_round, 0, parity), name, slots, None)
                 rounds = colour_round + 1
+                if not first:
+                    break
                 cl.enqueue_copy(self.queue, totals, a["pair_totals"])
                 if totals[3] > MAX_PAIR_COLOURS:
                     raise TooManyPairs()
                 if totals[1] > self.max_pairs or totals[2] == totals[0]:
                     break
-            if totals[1] <= self.max_pairs:
+            if not first or totals[1] <= self.max_pairs:
                 break
-            # a body needs more pair slots: grow every body's, list again
-            self.max_pairs = grown_max_pairs(self.max_pairs, int(totals[1]))
-            self._allocate_pairs()
-            self.arguments["max_pairs"] = np.int32(self.max_pairs)
-            self._bind(("pair_other", "pair_record_start", "pair_record_count", "pair_colour",
-                        "pair_rank", "colour_pairs", "pair_count", "max_pairs"))
-            self._colour_kernels.clear()
-        self.colour_rounds = max(int(totals[4]), 1)
-        counts = totals[PAIR_COLOUR_COUNTS:PAIR_COLOUR_COUNTS + totals[3]].copy()
-        self._colour_start[1:len(counts) + 1] = np.cumsum(counts)
-        cl.enqueue_copy(self.queue, a["colour_start"], self._colour_start)
+            self._grow_pair_slots(int(totals[1]))
+        if first:
+            self.colour_rounds = max(int(totals[4]), 1)
+            self.colour_limit = max(int(totals[3]), 1)
+            self._launch_counts = totals[PAIR_COLOUR_COUNTS:PAIR_COLOUR_COUNTS + totals[3]].astype(np.int64)
+        self._set_argument("colour_limit", np.int32(self.colour_limit))
+        one = ((1,), (1,))
+        self._enqueue(self._kernels["start_colours"][parity], "start_colours", *one)
         self._enqueue(self._kernels["gather_colour_pairs"][parity], "gather_colour_pairs", slots, None)
-        self.colour_pair_counts = counts  # the last substep's
-        return counts
+        self._enqueue(self._kernels["sort_overflow_pairs"][parity], "sort_overflow_pairs", *one)
+        self._totals_read = cl.enqueue_copy(self.queue, totals, a["pair_totals"], is_blocking=False)
+
+    def _take_totals(self):
+        """The last detection's pair totals (read back as the device got there): refuse a body
+        with more colours than MAX_PAIR_COLOURS, grow the slots if a body filled its own, and raise
+        the rounds and colours to what it needed."""
+        self._totals_read.wait()
+        totals = self._pair_totals
+        if totals[3] > MAX_PAIR_COLOURS:
+            raise TooManyPairs()
+        if totals[1] > self.max_pairs:
+            self.detections_with_dropped_pairs += 1
+        if totals[1] >= self.max_pairs:
+            self._grow_pair_slots(self.max_pairs + 1)
+        self.colour_rounds = max(self.colour_rounds, int(totals[4]))
+        self.colour_limit = max(self.colour_limit, int(totals[3]))
+        self._launch_counts = totals[PAIR_COLOUR_COUNTS:PAIR_COLOUR_COUNTS + totals[3]].astype(np.int64)
+
+    def _grow_pair_slots(self, needed: int):
+        """Every body's pair slots grown (doubled) to hold ``needed``."""
+        self.max_pairs = grown_max_pairs(self.max_pairs, needed)
+        self._allocate_pairs()
+        self.arguments["max_pairs"] = np.int32(self.max_pairs)
+        self._bind(("pair_other", "pair_record_start", "pair_record_count", "pair_colour",
+                    "pair_rank", "colour_pairs", "pair_count", "max_pairs"))
+        self._colour_kernels.clear()
+
+    @property
+    def colour_pair_counts(self) -> np.ndarray:
+        """The pairs of each colour at the last detection (reads the device)."""
+        if not self.solving or self._totals_read is None:
+            return np.zeros(0, np.int64)
+        self._totals_read.wait()
+        totals = self._pair_totals
+        return totals[PAIR_COLOUR_COUNTS:PAIR_COLOUR_COUNTS + min(int(totals[3]), MAX_PAIR_COLOURS)].astype(np.int64)
+
+    @property
+    def overflow_pair_count(self) -> int:
+        """The pairs the last detection's overflow held (reads the device)."""
+        if not self.solving or self._totals_read is None:
+            return 0
+        self._totals_read.wait()
+        return int(self._pair_totals[OVERFLOW_PAIRS])
 
     def _enqueue_pair_solve(self, parity, detecting=True, last_of_detection=True):
         """The solve's launches (62_pair_solve.cl): the warm start, the solve passes and the relax
         passes, at a detection's last substep the restitution passes, each a launch per colour in
-        work-groups of PAIRS_PER_GROUP pairs; the pairs listed and coloured when the contacts were
-        detected."""
-        counts = self._colour_pairs(parity) if detecting else self.colour_pair_counts
+        work-groups of PAIRS_PER_GROUP pairs and one of a single work-item for the overflow; the
+        pairs listed and coloured when the contacts were detected."""
+        if detecting:
+            self._colour_pairs(parity)
         kinds = [0] + [1] * self.solve_passes + [2] * self.settings.relax_passes
         if last_of_detection:
             kinds += [3] * MANIFOLD_RESTITUTION_PASSES  # once per detection (62_pair_solve.cl)
         if self.substeps_done % 2:
             # every other substep each pair's points last to first (reference.py _solve_pairs)
             kinds = [kind | SOLVE_PASS_BACKWARD if kind else kind for kind in kinds]
-        # (62_pair_solve.cl returns past the colour's last pair)
-        sizes = [((_round_up(int(count), PAIRS_PER_GROUP),), (PAIRS_PER_GROUP,)) for count in counts]
+        counts = np.zeros(self.colour_limit, np.int64)
+        known = min(len(self._launch_counts), self.colour_limit)
+        counts[:known] = self._launch_counts[:known]
+        sizes = [((_round_up(int(COLOUR_LAUNCH_MARGIN * count) + 1, PAIRS_PER_GROUP),), (PAIRS_PER_GROUP,))
+                 for count in counts]
+        sizes.append(((1,), (1,)))  # the overflow, one pair after another
         for kind in kinds:
             for colour, (global_size, local_size) in enumerate(sizes):
                 self._enqueue(self._colour_kernel("solve_pair_contacts", colour, kind, parity),

@@ -29,8 +29,13 @@ PRIORITY_MULTIPLIER = 0x9E3779B1
 # this the scene is refused with a clear message. A multiple of 32 (the kernels' colour masks are
 # 32-bit words; the unused words cost a clear per body and substep).
 MAX_PAIR_COLOURS = 1024
-# where the kernels' pair_totals holds the colours' pair counts (61_pair_colouring.cl)
-PAIR_COLOUR_COUNTS = 5
+# Colouring rounds a detection enqueues beyond the most an earlier one needed (a round after the
+# last colour costs two idle launches; a pair the rounds leave uncoloured is the overflow's)
+SPARE_COLOUR_ROUNDS = 2
+# where the kernels' pair_totals holds the overflow's pair count and the colours' pair counts
+# (61_pair_colouring.cl)
+OVERFLOW_PAIRS = 5
+PAIR_COLOUR_COUNTS = 6
 
 
 class TooManyPairs(ValueError):
@@ -57,20 +62,34 @@ def pair_priority(g: np.ndarray | int) -> np.ndarray:
 
 @dataclass
 class SolvePairs:
-    """Pairs of one detection: slot -> (lower body, other side), colours."""
+    """Pairs of one detection: slot -> (lower body, other side), colours, and how many colours are
+    solved as colours (the rest, and the pairs left uncoloured, colour -1, are the overflow)."""
     max_pairs: int
     pair_slot: np.ndarray       # (G,) g = b * max_pairs + p
     pair_body: np.ndarray       # (G,)
     pair_other: np.ndarray      # (G,) a body of higher index or STATIC_BODY
     pair_colour: np.ndarray     # (G,)
+    rounds: int = 0             # the colouring rounds that coloured a pair
+    colour_limit: int | None = None
 
     @property
     def colour_count(self) -> int:
         return int(self.pair_colour.max()) + 1 if len(self.pair_colour) else 0
 
+    @property
+    def solved_colours(self) -> int:
+        """The colours solved as colours (launched one after another)."""
+        limit = self.colour_count if self.colour_limit is None else self.colour_limit
+        return min(limit, self.colour_count)
+
     def of_colour(self, colour: int) -> np.ndarray:
         """Indices (into the arrays) of colour ``colour``'s pairs, in slot order."""
         return np.flatnonzero(self.pair_colour == colour)
+
+    def overflow(self) -> np.ndarray:
+        """Indices of the overflow's pairs, in slot order: solved one after another after the
+        colours (61_pair_colouring.cl sort_overflow_pairs)."""
+        return np.flatnonzero((self.pair_colour < 0) | (self.pair_colour >= self.solved_colours))
 
 
 def list_pairs(body_records: list[list[int]], max_pairs: int) -> tuple[dict, int]:
@@ -86,8 +105,10 @@ def list_pairs(body_records: list[list[int]], max_pairs: int) -> tuple[dict, int
     return pairs, needed
 
 
-def colour_pairs(pairs: dict, max_pairs: int, body_count: int) -> SolvePairs:
-    """Jones-Plassmann colouring of ``pairs`` (list_pairs) as the kernels do it."""
+def colour_pairs(pairs: dict, max_pairs: int, body_count: int, rounds: int | None = None,
+                 colour_limit: int | None = None) -> SolvePairs:
+    """Jones-Plassmann colouring of ``pairs`` (list_pairs) as the kernels do it: at most ``rounds``
+    rounds (None: until every pair has a colour), ``colour_limit`` colours solved as colours."""
     keys = sorted(pairs)
     slot = np.array([b * max_pairs + p for b, p in keys], dtype=np.int64)
     body = np.array([b for b, _ in keys], dtype=np.int64)
@@ -95,7 +116,8 @@ def colour_pairs(pairs: dict, max_pairs: int, body_count: int) -> SolvePairs:
     colour = np.full(len(keys), -1, dtype=np.int64)
     priority = pair_priority(slot).astype(np.int64)
     used: list[set[int]] = [set() for _ in range(body_count)]
-    while (colour < 0).any():
+    round_ = rounds_used = 0
+    while (colour < 0).any() and (rounds is None or round_ < rounds):
         open_ = colour < 0
         best = np.full(body_count, -1, dtype=np.int64)
         np.maximum.at(best, body[open_], priority[open_])
@@ -108,7 +130,9 @@ def colour_pairs(pairs: dict, max_pairs: int, body_count: int) -> SolvePairs:
             if chosen == MAX_PAIR_COLOURS:
                 raise TooManyPairs()
             colour[index] = chosen
+            rounds_used = round_ + 1
             used[body[index]].add(chosen)
             if other[index] >= 0:
                 used[other[index]].add(chosen)
-    return SolvePairs(max_pairs, slot, body, other, colour)
+        round_ += 1
+    return SolvePairs(max_pairs, slot, body, other, colour, rounds_used, colour_limit)

@@ -27,7 +27,7 @@ from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, WHOLE_VOXEL_REACH, e
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .manifold import MANIFOLD_POINTS, manifold_group, manifold_groups, reduce_manifold
-from .pair_colouring import INITIAL_MAX_PAIRS, colour_pairs, grown_max_pairs, list_pairs
+from .pair_colouring import INITIAL_MAX_PAIRS, SPARE_COLOUR_ROUNDS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
 from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS,
@@ -88,6 +88,10 @@ class ReferenceEngine(StateMixin):
         # c's arms from the detection while a pass acts at the arms b's reach now (_solve_pairs)
         self._detection_arm_j = {}
         self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
+        # what the detections so far needed, taken one detection late as the kernels read it
+        # back (opencl_engine._colour_pairs): None before the first detection
+        self.colour_rounds = self.colour_limit = None
+        self._last_pairs_needed = 0
         self.pairs = None  # the last substep's coloured pairs (pair_colouring.SolvePairs)
         # per friction slot: the contact's impulses at the end of the substep (tangential, normal)
         self.history_impulse = np.zeros((m.particle_count, FRICTION_SLOTS, 4))
@@ -606,11 +610,24 @@ class ReferenceEngine(StateMixin):
                             found.append((i, record))
             own.append(found)
         body_records = [[record[1] for _, record in found] for found in own]
+        first = self.colour_rounds is None
+        if not first and self._last_pairs_needed >= self.max_pairs:
+            # a body filled its slots at the last detection: every body's grow
+            self.max_pairs = grown_max_pairs(self.max_pairs, self.max_pairs + 1)
         pairs, needed = list_pairs(body_records, self.max_pairs)
-        if needed > self.max_pairs:
+        if first and needed > self.max_pairs:
             self.max_pairs = grown_max_pairs(self.max_pairs, needed)
-            pairs, _ = list_pairs(body_records, self.max_pairs)
-        coloured = colour_pairs(pairs, self.max_pairs, m.body_count)
+            pairs, needed = list_pairs(body_records, self.max_pairs)
+        self._last_pairs_needed = needed
+        if first:
+            coloured = colour_pairs(pairs, self.max_pairs, m.body_count)
+            self.colour_rounds, self.colour_limit = max(coloured.rounds, 1), max(coloured.colour_count, 1)
+            coloured.colour_limit = self.colour_limit
+        else:
+            coloured = colour_pairs(pairs, self.max_pairs, m.body_count, self.colour_rounds + SPARE_COLOUR_ROUNDS,
+                                    self.colour_limit)
+            self.colour_rounds = max(self.colour_rounds, coloured.rounds)
+            self.colour_limit = max(self.colour_limit, coloured.colour_count)
         self.pair_records = [
             [(i, record) for i, record in own[b] if (record[1] == c if c >= 0 else record[1] < 0)]
             for b, c in zip(coloured.pair_body, coloured.pair_other)]
@@ -644,8 +661,9 @@ class ReferenceEngine(StateMixin):
         "restitution" (_restitution_impulse)."""
         m = self.model
         pairs = self.pairs
-        for colour in range(pairs.colour_count):
-            for index in pairs.of_colour(colour):
+        # the colours one after another, then the overflow's pairs one after another
+        for indices in [pairs.of_colour(colour) for colour in range(pairs.solved_colours)] + [pairs.overflow()]:
+            for index in indices:
                 b, c = int(pairs.pair_body[index]), int(pairs.pair_other[index])
                 bodies = (b, c) if c >= 0 else (b,)
                 rigid = self.body_impact[b] or (c >= 0 and self.body_impact[c])  # 62_pair_solve.cl
