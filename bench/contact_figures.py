@@ -123,7 +123,8 @@ def pile(count: int, seconds: float, overrides: dict, seed: int = 0) -> dict:
 
 
 def ball_particles():
-    """A UV sphere of BALL_RADIUS voxelized as a conversion does (filled; surface voxels round)."""
+    """A UV sphere of BALL_RADIUS voxelized as a conversion does (filled; surface voxels round, the
+    voxels near the surface with the ball as their support sphere): points, corner reach, spheres."""
     segments, rings = 32, 16
     verts = [(0, 0, -BALL_RADIUS)]
     for i in range(1, rings):
@@ -146,7 +147,7 @@ def ball_particles():
             a, b, c, d = ring(i, j), ring(i, j + 1), ring(i + 1, j + 1), ring(i + 1, j)
             tris += [(a, b, c), (a, c, d)]
     result = vox.voxelize(np.array(verts), np.array(tris), 2 * BALL_PARTICLE_RADIUS)
-    return result.points - result.points.mean(0), result.corner_reach
+    return result.points - result.points.mean(0), result.corner_reach, result.support_spheres
 
 
 def deepest_overlap(engine, body_a: int, body_b: int | None) -> float:
@@ -169,7 +170,7 @@ def deepest_overlap(engine, body_a: int, body_b: int | None) -> float:
 
 
 def ball(overrides: dict) -> dict:
-    points, reach = ball_particles()
+    points, reach, spheres = ball_particles()
     out = {"ball_radius_m": BALL_RADIUS, "particle_radius_m": BALL_PARTICLE_RADIUS, "particles": len(points)}
     for support in ("ground", "brick"):
         builder = ModelBuilder(BALL_PARTICLE_RADIUS)
@@ -180,7 +181,7 @@ def ball(overrides: dict) -> dict:
             base = 0.5
         # dropped from 0.5 m: the deepest overlap during the impact, and at rest
         ball_body = builder.add_body(points, density=7800.0, position=(0, 0, base + BALL_RADIUS + 0.5),
-                                     corner_reach=reach)
+                                     corner_reach=reach, support_spheres=spheres)
         builder.add_ground_plane(0.0)
         engine = make_engine(builder.finalize(), settings_for(overrides))
         below = None if support == "ground" else 0
@@ -257,17 +258,19 @@ ROLLING_MATERIAL: dict = {}
 
 
 def rolling(overrides: dict, degrees: float = 20.0) -> dict:
-    points, reach = ball_particles()
+    points, reach, spheres = ball_particles()
     theta = math.radians(degrees)
     normal = np.array([0.0, -math.sin(theta), math.cos(theta)])
     downhill = np.array([0.0, -math.cos(theta), -math.sin(theta)])
     builder = ModelBuilder(BALL_PARTICLE_RADIUS)
     material = Material(**{"friction": 0.5, **ROLLING_MATERIAL})
     builder.add_ground_plane(normal=normal, point=(0, 0, 0), material=material)
-    # the lowest particle 1 mm above the slope: a start overlapping the slope would be pushed out
-    lowest = float((points @ -normal).max()) + BALL_PARTICLE_RADIUS
+    # the lowest particle (or support sphere) 1 mm above the slope: a start overlapping the slope
+    # would be pushed out
+    lowest = max(float((points @ -normal).max()) + BALL_PARTICLE_RADIUS,
+                 float(((spheres[:, :3] + points) @ -normal + spheres[:, 3]).max()))
     builder.add_body(points, density=1000.0, position=normal * (lowest + 0.001), corner_reach=reach,
-                     material=material)
+                     support_spheres=spheres, material=material)
     engine = make_engine(builder.finalize(), settings_for(overrides))
     run_seconds(engine, 0.2)
     start, t0 = engine.body_state().position[0], engine.time

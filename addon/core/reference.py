@@ -400,9 +400,11 @@ class ReferenceEngine(StateMixin):
                 torque[i] += t
             lattice = self._rotation(b) @ quaternion_to_matrix(m.body_lattice_orientation[b])
             reach = m.particle_corner_reach[i]
+            # the voxel's support sphere in world space (a radius of 0: none)
+            sphere = (self._rotation(b) @ m.particle_support_sphere[i, :3], m.particle_support_sphere[i, 3])
             for g in range(m.plane_count):
                 height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
-                depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r)
+                depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r, sphere)
                 if height < depth + self.margin * r + self._speculative_growth(
                         (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g]):
                     before = slots_out[2]
@@ -414,15 +416,15 @@ class ReferenceEngine(StateMixin):
                                      (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g])
                     force[i] += f
                     torque[i] += t
-            self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, slots_in, slots_out, force, torque,
-                                    offset_world[i])
+            self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, sphere, slots_in, slots_out, force,
+                                    torque, offset_world[i])
             # as the kernel: contacts beyond FRICTION_SLOTS not counted, voxel pairs for their share
             contacts[b] += slots_out[2] + slots_out[3]
         self.history_key, self.history_xi, self.history_permitted = new_key, new_xi, new_permitted
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         return touched_next
 
-    def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, slots_in, slots_out, force, torque,
+    def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, sphere, slots_in, slots_out, force, torque,
                            offset_i):
         """Face contacts (of the voxel, see voxel_corners); or, only if there are none, each distinct
         edge/vertex contact of the particle's sphere once."""
@@ -454,7 +456,7 @@ class ReferenceEngine(StateMixin):
                 if not face_like:
                     normal = np.cross(vertices[tri[1]] - vertices[tri[0]], vertices[tri[2]] - vertices[tri[0]])
                     face_like = abs(n @ normal) >= FACE_LIKE_COSINE * np.linalg.norm(normal) > 0
-                depth, arm = voxel_support(n, reach, lattice, r) if face_like else (r, r * n)
+                depth, arm = voxel_support(n, reach, lattice, r, sphere) if face_like else (r, r * n)
                 v_tri = bary @ velocities[tri]
                 if dist >= depth + self.margin * r + self._speculative_growth((vel_i + np.cross(omega_i, arm) - v_tri) @ n):
                     continue
