@@ -183,8 +183,8 @@ inline void collider_contacts(
 #endif
         }
     }
-    // triangles: pass 0 takes face contacts; pass 1, only if there were none, edge and vertex
-    // contacts, each distinct closest point once. Compiled out for scenes without meshes (its
+    // triangles: pass 0 takes face contacts; pass 1, only if there were none (nor a face within
+    // reach of a support sphere), edge and vertex contacts, each distinct closest point once. Compiled out for scenes without meshes (its
     // private arrays cost registers).
 #if HAS_TRIANGLES
     {
@@ -192,11 +192,12 @@ inline void collider_contacts(
         uint triangle_begin = triangle_bucket_start[h];
         int candidates = large_triangle_count + (int)(triangle_bucket_start[h + 1] - triangle_begin);
         int face_contacts = 0;
+        bool face_claimed = false;  // by a face within reach of a voxel with a support sphere
         float3 edge_points[MAX_EDGE_CONTACTS];
         int edge_contacts = 0;
         float tolerance2 = (DUPLICATE_POINT_TOLERANCE * cc.radius) * (DUPLICATE_POINT_TOLERANCE * cc.radius);
         for (int pass = 0; pass < 2; ++pass) {
-            if (pass == 1 && face_contacts > 0) break;
+            if (pass == 1 && (face_contacts > 0 || face_claimed)) break;
             for (int k = 0; k < candidates; ++k) {
                 int t = (k < large_triangle_count) ? large_triangles[k]
                                                    : triangle_items[triangle_begin + (uint)(k - large_triangle_count)];
@@ -230,9 +231,15 @@ inline void collider_contacts(
                     face_like = normal_length > 0.0f && fabs(dot(n, normal)) >= FACE_LIKE_COSINE * normal_length;
                 }
                 if (face_like) {
-                    load_voxel_corners(&corners, i, body_i, particle_corner_reach, particle_support_sphere, body_orientation,
-                           body_lattice);
+                    load_voxel_corners(&corners, i, body_i, particle_corner_reach, particle_support_sphere,
+                                       body_orientation, body_lattice);
                     depth = voxel_support(n, corners.reach, corners.lattice, corners.sphere, cc.radius, &arm);
+                    // a face within reach claims a voxel with a support sphere, touching or not: no
+                    // edge contacts of its particle's sphere then (the staircase the sphere
+                    // replaces); where the sphere's point is off this voxel's patch, the face meets
+                    // the sphere through the voxel whose patch holds it
+                    if (corners.sphere.w > 0.0f) face_claimed = face_claimed || pass == 0;
+                    if (isinf(depth)) continue;
                 }
                 float3 v_tri = bary.x * collider_velocity[tv.x].xyz + bary.y * collider_velocity[tv.y].xyz
                              + bary.z * collider_velocity[tv.z].xyz;

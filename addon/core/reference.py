@@ -426,8 +426,9 @@ class ReferenceEngine(StateMixin):
 
     def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, sphere, slots_in, slots_out, force, torque,
                            offset_i):
-        """Face contacts (of the voxel, see voxel_corners); or, only if there are none, each distinct
-        edge/vertex contact of the particle's sphere once."""
+        """Face contacts (of the voxel, see voxel_corners); or, only if there are none (nor a face
+        within reach of a support sphere), each distinct edge/vertex contact of the particle's
+        sphere once."""
         m = self.model
         if m.triangle_count == 0:
             return
@@ -436,9 +437,10 @@ class ReferenceEngine(StateMixin):
         velocities = self.colliders.velocities
         candidates = self.colliders.grid.candidates(p)
         face_contacts = 0
+        face_claimed = False  # by a face within reach of a voxel with a support sphere
         edge_points = []
         for pass_ in (0, 1):
-            if pass_ == 1 and face_contacts:
+            if pass_ == 1 and (face_contacts or face_claimed):
                 break
             for t in candidates:
                 tri = m.mesh_triangles[t]
@@ -447,7 +449,8 @@ class ReferenceEngine(StateMixin):
                     continue
                 delta = q - p
                 dist = np.linalg.norm(delta)
-                if dist <= 1e-9 * r:
+                # beyond what any voxel reaches (30_colliders.cl's collider reach)
+                if dist <= 1e-9 * r or dist >= self.colliders.reach:
                     continue
                 n = delta / dist
                 # a face meets the voxel, an edge or a vertex the sphere, except straight along the
@@ -457,6 +460,12 @@ class ReferenceEngine(StateMixin):
                     normal = np.cross(vertices[tri[1]] - vertices[tri[0]], vertices[tri[2]] - vertices[tri[0]])
                     face_like = abs(n @ normal) >= FACE_LIKE_COSINE * np.linalg.norm(normal) > 0
                 depth, arm = voxel_support(n, reach, lattice, r, sphere) if face_like else (r, r * n)
+                # a face within reach claims a voxel with a support sphere, touching or not (no
+                # edge contacts of its particle's sphere); the sphere's point off its patch: the
+                # face meets the sphere through another voxel (30_colliders.cl)
+                face_claimed = face_claimed or (face_like and pass_ == 0 and sphere[1] > 0.0)
+                if depth == -np.inf:
+                    continue
                 v_tri = bary @ velocities[tri]
                 if dist >= depth + self.margin * r + self._speculative_growth((vel_i + np.cross(omega_i, arm) - v_tri) @ n):
                     continue
