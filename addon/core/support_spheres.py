@@ -49,7 +49,7 @@ MAX_SUPPORT_RADIUS = 1000.0
 # Spacing of the surface samples the nearest surface point is taken from, in particle radii. The
 # sphere's centre hardly depends on where in a triangle the point lies (it is the same point for
 # every point of a UV sphere), so samples do.
-SAMPLE_GAP = 0.5
+SAMPLE_GAP = 1.0
 # A vertex's 1-ring fits a sphere where its points span all three directions: the smallest
 # eigenvalue of the fit's normal matrix over the largest above this (a flat ring has 0)
 FIT_CONDITION = 1e-10
@@ -165,7 +165,8 @@ def _nearest_samples(queries, samples, cell, reach):
             continue
         q = np.repeat(np.arange(len(queries)), count)
         s = order[np.repeat(lo, count) + np.arange(int(count.sum())) - np.repeat(np.cumsum(count) - count, count)]
-        d2 = np.einsum("ij,ij->i", samples[s] - queries[q], samples[s] - queries[q])
+        gap = samples[s] - queries[q]
+        d2 = np.einsum("ij,ij->i", gap, gap)
         # the nearest per query among this cell's samples, then against the best so far
         by = np.lexsort((d2, q))
         q, s, d2 = q[by], s[by], d2[by]
@@ -191,7 +192,7 @@ def support_spheres(vertices, triangles, points, candidates, radius: float) -> n
     normals, curvature, sharp = vertex_curvature(v, t)
     samples, owner, bary = _samples(v, t, SAMPLE_GAP * radius)
     reach = SUPPORT_SPHERE_REACH * radius
-    nearest = _nearest_samples(points[query], samples, reach, reach)
+    nearest = _nearest_samples(points[query], samples, 0.5 * reach, reach)
     found = nearest >= 0
     query, nearest = query[found], nearest[found]
     corners = t[owner[nearest]]  # (Q, 3) the triangle's vertices
