@@ -11,7 +11,8 @@ Scenes (core only, no Blender), each a figure the issue's "must show" list names
   joint      a cube resting across the joint of two cubes: how far it sits below 1 m over them
   rows       five half-offset rows of 1 m cubes: each row's mean height against its ideal (k + 0.5 m)
   column     40 cubes in a column: height lost
-  rolling    the sphere on a 20 degree slope: acceleration over (5/7) g sin theta, slip
+  rolling    the sphere on a 20 degree slope, a plane and a triangle mesh: acceleration over
+             (5/7) g sin theta, slip
   bounce     rebound speed ratio for e = 0.3, 0.6, 0.9, a cube on the ground and on a cube
   momentum   frictional two-body collision (mu 0.6): relative change of linear and angular momentum
   tumbling   torque-free box near its intermediate axis, 12 s at 10 rad/s: kinetic energy and |L| drift
@@ -123,7 +124,8 @@ def pile(count: int, seconds: float, overrides: dict, seed: int = 0) -> dict:
 
 
 def ball_particles():
-    """A UV sphere of BALL_RADIUS voxelized as a conversion does (filled; surface voxels round)."""
+    """A UV sphere of BALL_RADIUS voxelized as a conversion does (filled; surface voxels round, the
+    voxels near the surface with the ball as their support sphere): points, corner reach, spheres."""
     segments, rings = 32, 16
     verts = [(0, 0, -BALL_RADIUS)]
     for i in range(1, rings):
@@ -146,7 +148,7 @@ def ball_particles():
             a, b, c, d = ring(i, j), ring(i, j + 1), ring(i + 1, j + 1), ring(i + 1, j)
             tris += [(a, b, c), (a, c, d)]
     result = vox.voxelize(np.array(verts), np.array(tris), 2 * BALL_PARTICLE_RADIUS)
-    return result.points - result.points.mean(0), result.corner_reach
+    return result.points - result.points.mean(0), result.corner_reach, result.support_spheres
 
 
 def deepest_overlap(engine, body_a: int, body_b: int | None) -> float:
@@ -169,7 +171,7 @@ def deepest_overlap(engine, body_a: int, body_b: int | None) -> float:
 
 
 def ball(overrides: dict) -> dict:
-    points, reach = ball_particles()
+    points, reach, spheres = ball_particles()
     out = {"ball_radius_m": BALL_RADIUS, "particle_radius_m": BALL_PARTICLE_RADIUS, "particles": len(points)}
     for support in ("ground", "brick"):
         builder = ModelBuilder(BALL_PARTICLE_RADIUS)
@@ -180,7 +182,7 @@ def ball(overrides: dict) -> dict:
             base = 0.5
         # dropped from 0.5 m: the deepest overlap during the impact, and at rest
         ball_body = builder.add_body(points, density=7800.0, position=(0, 0, base + BALL_RADIUS + 0.5),
-                                     corner_reach=reach)
+                                     corner_reach=reach, support_spheres=spheres)
         builder.add_ground_plane(0.0)
         engine = make_engine(builder.finalize(), settings_for(overrides))
         below = None if support == "ground" else 0
@@ -256,18 +258,41 @@ def column(overrides: dict, count: int = 40) -> dict:
 ROLLING_MATERIAL: dict = {}
 
 
-def rolling(overrides: dict, degrees: float = 20.0) -> dict:
-    points, reach = ball_particles()
+def slope_mesh(normal, size: float = 10.0, cells: int = 10):
+    """A square of ``size`` metres through the origin, normal to ``normal`` (tilted about x),
+    cells x cells quads split into triangles."""
+    xs = np.linspace(-size / 2, size / 2, cells + 1)
+    gx, gy = np.meshgrid(xs, xs, indexing="ij")
+    along = np.cross(normal, (1.0, 0.0, 0.0))  # in the slope, normal to x
+    vertices = gx.reshape(-1, 1) * np.array([1.0, 0.0, 0.0]) + gy.reshape(-1, 1) * along
+    triangles = []
+    for i in range(cells):
+        for j in range(cells):
+            a, b = i * (cells + 1) + j, (i + 1) * (cells + 1) + j
+            triangles += [(a, b, b + 1), (a, b + 1, a + 1)]
+    return vertices, np.array(triangles)
+
+
+def rolling_on(floor: str, overrides: dict, degrees: float = 20.0) -> dict:
+    """The ball on a slope of ``degrees``, a plane or a triangle mesh ("plane", "mesh"): its
+    acceleration over (5/7) g sin theta from 0.2 s to 1.2 s, and the speed of its point touching the
+    slope (slip) against its own speed at the end."""
+    points, reach, spheres = ball_particles()
     theta = math.radians(degrees)
     normal = np.array([0.0, -math.sin(theta), math.cos(theta)])
     downhill = np.array([0.0, -math.cos(theta), -math.sin(theta)])
     builder = ModelBuilder(BALL_PARTICLE_RADIUS)
     material = Material(**{"friction": 0.5, **ROLLING_MATERIAL})
-    builder.add_ground_plane(normal=normal, point=(0, 0, 0), material=material)
-    # the lowest particle 1 mm above the slope: a start overlapping the slope would be pushed out
-    lowest = float((points @ -normal).max()) + BALL_PARTICLE_RADIUS
+    if floor == "plane":
+        builder.add_ground_plane(normal=normal, point=(0, 0, 0), material=material)
+    else:
+        builder.add_static_mesh(*slope_mesh(normal), material=material)
+    # the lowest particle (or support sphere) 1 mm above the slope: a start overlapping the slope
+    # would be pushed out
+    lowest = max(float((points @ -normal).max()) + BALL_PARTICLE_RADIUS,
+                 float(((spheres[:, :3] + points) @ -normal + spheres[:, 3]).max()))
     builder.add_body(points, density=1000.0, position=normal * (lowest + 0.001), corner_reach=reach,
-                     material=material)
+                     support_spheres=spheres, material=material)
     engine = make_engine(builder.finalize(), settings_for(overrides))
     run_seconds(engine, 0.2)
     start, t0 = engine.body_state().position[0], engine.time
@@ -283,6 +308,11 @@ def rolling(overrides: dict, degrees: float = 20.0) -> dict:
     expected = 5.0 / 7.0 * G * math.sin(theta)
     return {"degrees": degrees, "acceleration_over_rolling": float(acceleration / expected),
             "slip_speed_at_1s_mps": slips[-1], "speed_at_1s_mps": float(engine.body_state().velocity[0] @ downhill)}
+
+
+def rolling(overrides: dict, degrees: float = 20.0) -> dict:
+    """rolling_on a plane, and under "mesh" on a triangle mesh."""
+    return {**rolling_on("plane", overrides, degrees), "mesh": rolling_on("mesh", overrides, degrees)}
 
 
 def rebound_ratio(on_cube: bool, restitution: float, overrides: dict, drop: float = 0.5) -> float:

@@ -5,7 +5,7 @@
 //
 // Host-provided defines: FRICTION_SLOTS, NEIGHBOUR_SLOTS, MATERIAL_COUNT, DAMPING_LIMIT,
 // ROLLING_REGULARIZATION, ROTATION_SWEEPS, DUPLICATE_POINT_TOLERANCE, CORNER_SOFTNESS, FACE_LIKE_COSINE,
-// COLLIDER_REACH (in particle radii), HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE.
+// SUPPORT_SPHERE_REACH, COLLIDER_REACH (in particle radii), HAS_TRIANGLES, BODY_LANES, BODY_GROUP_SIZE.
 // The host binds every kernel argument by its parameter name: a parameter means the same array or
 // value in every kernel that has it.
 //

@@ -11,11 +11,23 @@ inline float speculative_growth(float closing, float r)
     return fmin(fmax(closing, 0.0f) * SPECULATIVE_TIME, SPECULATIVE_REACH * r);
 }
 
+// The patch of the sphere of radius sphere.w about sphere.xyz within bound of the origin: its depth
+// along the unit direction u where the sphere's support point (in *arm) lies on it, else -INFINITY
+// (addon/core/voxel_corners.py sphere_patch_support).
+inline float sphere_patch_support(float3 u, float4 sphere, float bound, float3 *arm)
+{
+    float3 tip = sphere.xyz + sphere.w * u;
+    *arm = tip;
+    return (dot(tip, tip) <= bound * bound) ? dot(sphere.xyz, u) + sphere.w : -INFINITY;
+}
+
 // How far particle i's voxel reaches from its centre along the unit world direction u (towards the
 // collider), and in *arm the vector to the point that touches. lattice: the voxel lattice's world
-// orientation; reach 0 is the particle's sphere.
-inline float voxel_support(float3 u, float reach, float4 lattice, float radius, float3 *arm)
+// orientation; reach 0 is the particle's sphere; a support sphere (radius sphere.w > 0, its centre
+// sphere.xyz from the particle's in world space) takes the place of both.
+inline float voxel_support(float3 u, float reach, float4 lattice, float4 sphere, float radius, float3 *arm)
 {
+    if (sphere.w > 0.0f) return sphere_patch_support(u, sphere, SUPPORT_SPHERE_REACH * radius, arm);
     if (reach <= 0.0f) {
         *arm = radius * u;
         return radius;
@@ -33,16 +45,21 @@ typedef struct {
     bool loaded;
     float reach;
     float4 lattice;
+    float4 sphere;  // support sphere: centre less the particle's, world; radius (0: none)
 } VoxelCorners;
 
 inline void load_voxel_corners(VoxelCorners *vc, int i, int body_i, __global const float *particle_corner_reach,
+                               __global const float4 *particle_support_sphere,
                                __global const float4 *body_orientation, __global const float4 *body_lattice)
 {
     if (vc->loaded) return;
     vc->loaded = true;
     vc->reach = particle_corner_reach[i];
-    vc->lattice = (vc->reach > 0.0f) ? quat_multiply(body_orientation[body_i], body_lattice[body_i])
-                                     : (float4)(0.0f, 0.0f, 0.0f, 1.0f);
+    vc->sphere = particle_support_sphere[i];
+    vc->lattice = (vc->reach > 0.0f && vc->sphere.w <= 0.0f)
+                      ? quat_multiply(body_orientation[body_i], body_lattice[body_i])
+                      : (float4)(0.0f, 0.0f, 0.0f, 1.0f);
+    if (vc->sphere.w > 0.0f) vc->sphere.xyz = quat_rotate(body_orientation[body_i], vc->sphere.xyz);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -118,8 +135,9 @@ inline void collider_contacts(
     __global const float *pair_damping_ratio, __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
     __global int *new_key, __global float4 *new_xi, int *slots_used,
-    __global const float *particle_corner_reach, __global const float4 *body_orientation,
-    __global const float4 *body_lattice, float3 r_i, SolveRecords solve_records,
+    __global const float *particle_corner_reach, __global const float4 *particle_support_sphere,
+    __global const float4 *body_orientation, __global const float4 *body_lattice, float3 r_i,
+    SolveRecords solve_records,
     float3 *force, float3 *torque)
 {
     const int plane_count = colliders.plane_count;
@@ -138,15 +156,16 @@ inline void collider_contacts(
     __global const int *triangle_items = colliders.triangle_items;
     __global const float4 *triangle_bounds = colliders.triangle_bounds;
     // colliders touch the particle's voxel (voxel_support), read only for particles within reach
-    VoxelCorners corners = {false, 0.0f, (float4)(0.0f)};
+    VoxelCorners corners = {false, 0.0f, (float4)(0.0f), (float4)(0.0f)};
     float collider_reach = cc.radius * COLLIDER_REACH;
     for (int g = 0; g < plane_count; ++g) {
         float3 normal = plane_normal[g].xyz;
         float height = dot(p_i - plane_point[g].xyz, normal);
         if (height >= collider_reach) continue;
-        load_voxel_corners(&corners, i, body_i, particle_corner_reach, body_orientation, body_lattice);
+        load_voxel_corners(&corners, i, body_i, particle_corner_reach, particle_support_sphere, body_orientation,
+                           body_lattice);
         float3 arm;
-        float depth = voxel_support(-normal, corners.reach, corners.lattice, cc.radius, &arm);
+        float depth = voxel_support(-normal, corners.reach, corners.lattice, corners.sphere, cc.radius, &arm);
         if (height < depth + SPECULATIVE_MARGIN * cc.radius
                      + speculative_growth(dot(v_i + cross(w_i, arm), -normal), cc.radius)) {
             int before = *slots_used;
@@ -164,8 +183,8 @@ inline void collider_contacts(
 #endif
         }
     }
-    // triangles: pass 0 takes face contacts; pass 1, only if there were none, edge and vertex
-    // contacts, each distinct closest point once. Compiled out for scenes without meshes (its
+    // triangles: pass 0 takes face contacts; pass 1, only if there were none (nor a face within
+    // reach of a support sphere), edge and vertex contacts, each distinct closest point once. Compiled out for scenes without meshes (its
     // private arrays cost registers).
 #if HAS_TRIANGLES
     {
@@ -173,11 +192,12 @@ inline void collider_contacts(
         uint triangle_begin = triangle_bucket_start[h];
         int candidates = large_triangle_count + (int)(triangle_bucket_start[h + 1] - triangle_begin);
         int face_contacts = 0;
+        bool face_claimed = false;  // by a face within reach of a voxel with a support sphere
         float3 edge_points[MAX_EDGE_CONTACTS];
         int edge_contacts = 0;
         float tolerance2 = (DUPLICATE_POINT_TOLERANCE * cc.radius) * (DUPLICATE_POINT_TOLERANCE * cc.radius);
         for (int pass = 0; pass < 2; ++pass) {
-            if (pass == 1 && face_contacts > 0) break;
+            if (pass == 1 && (face_contacts > 0 || face_claimed)) break;
             for (int k = 0; k < candidates; ++k) {
                 int t = (k < large_triangle_count) ? large_triangles[k]
                                                    : triangle_items[triangle_begin + (uint)(k - large_triangle_count)];
@@ -211,8 +231,15 @@ inline void collider_contacts(
                     face_like = normal_length > 0.0f && fabs(dot(n, normal)) >= FACE_LIKE_COSINE * normal_length;
                 }
                 if (face_like) {
-                    load_voxel_corners(&corners, i, body_i, particle_corner_reach, body_orientation, body_lattice);
-                    depth = voxel_support(n, corners.reach, corners.lattice, cc.radius, &arm);
+                    load_voxel_corners(&corners, i, body_i, particle_corner_reach, particle_support_sphere,
+                                       body_orientation, body_lattice);
+                    depth = voxel_support(n, corners.reach, corners.lattice, corners.sphere, cc.radius, &arm);
+                    // a face within reach claims a voxel with a support sphere, touching or not: no
+                    // edge contacts of its particle's sphere then (the staircase the sphere
+                    // replaces); where the sphere's point is off this voxel's patch, the face meets
+                    // the sphere through the voxel whose patch holds it
+                    if (corners.sphere.w > 0.0f) face_claimed = face_claimed || pass == 0;
+                    if (isinf(depth)) continue;
                 }
                 float3 v_tri = bary.x * collider_velocity[tv.x].xyz + bary.y * collider_velocity[tv.y].xyz
                              + bary.z * collider_velocity[tv.z].xyz;

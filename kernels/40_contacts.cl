@@ -273,8 +273,8 @@ inline void particle_contacts(
     __global int *history_key_out, __global float4 *history_xi_out,
     bool rebuild, bool with_contacts, float reach2, __global int *neighbour_count, __global int *neighbour,
     bool asleep_i, __global int *body_touched_out,
-    __global const float *particle_corner_reach, __global const uchar *particle_faces,
-    __global const float4 *body_orientation, __global const float4 *body_lattice,
+    __global const float *particle_corner_reach, __global const float4 *particle_support_sphere,
+    __global const uchar *particle_faces, __global const float4 *body_orientation, __global const float4 *body_lattice,
     SolveRecords solve_records, __global uchar *solve_count, float3 *body_force,
     float3 *body_torque, float *contact_count)
 {
@@ -362,7 +362,7 @@ inline void particle_contacts(
     if (!with_contacts) return;
     collider_contacts(i, body_i, p_i, v_i, w_i, mass_i, mat_i, cc, colliders, pair_damping_ratio, pair_friction,
                       pair_rolling, old_key, old_xi, stride, new_key, new_xi, &slots_used, particle_corner_reach,
-                      body_orientation, body_lattice, r_i, solve_records, &force, &torque);
+                      particle_support_sphere, body_orientation, body_lattice, r_i, solve_records, &force, &torque);
     if (slots_used < FRICTION_SLOTS) new_key[slots_used * stride] = EMPTY_SLOT;
     // contacts beyond FRICTION_SLOTS are not counted
     *contact_count = (float)slots_used + count_adjust;
@@ -426,6 +426,7 @@ __kernel void compute_contacts(
     __global const float *body_quiet,
     __global uchar *particle_has_force,  // 0: force and torque not written (no contact), read as zero
     __global const float *particle_corner_reach,
+    __global const float4 *particle_support_sphere,  // per particle: support sphere (Model.particle_support_sphere)
     __global const float4 *body_orientation,
     __global const float4 *body_lattice,     // voxel lattice axes in the body frame
     __global const uchar *particle_faces,    // exposed voxel faces (VOXEL_CONTACTS; see Voxels)
@@ -480,8 +481,8 @@ __kernel void compute_contacts(
                           ns, body_contact_mass, colliders, pair_damping_ratio, pair_friction, pair_rolling,
                           history_stride, history_key_in, history_xi_in, history_key_out, history_xi_out,
                           rebuilding, with_contacts, neighbour_reach2, neighbour_count, neighbour_list + s, asleep_i,
-                          body_touched_out, particle_corner_reach, particle_faces, body_orientation, body_lattice,
-                          records, solve_count + i, &force, &torque,
+                          body_touched_out, particle_corner_reach, particle_support_sphere, particle_faces,
+                          body_orientation, body_lattice, records, solve_count + i, &force, &torque,
                           &contact_count);
     }
 #if !CONTACT_SPRINGS

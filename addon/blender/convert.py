@@ -615,6 +615,11 @@ def add_bodies(builder: ModelBuilder, particles: BodyParticles) -> list:
         rot = m4s[:, :3, :3] @ shape.inv_stretch
         trans = m4s[:, :3, 3]
         points = np.einsum("kij,nj->kni", rot, res.points) + trans[:, None, :]
+        # the support spheres turn with the particles; an instance's stretch (INSTANCE_SIZE_STEP at
+        # most) shrinks them by its smallest factor, so that they stay inside the surface
+        spheres = np.zeros(points.shape[:2] + (4,))
+        spheres[..., :3] = np.einsum("kij,nj->kni", rot, res.support_spheres[:, :3])
+        spheres[..., 3] = np.linalg.svd(rot, compute_uv=False).min(axis=1)[:, None] * res.support_spheres[:, 3]
         instances = group[0].item.instance_mesh is not None
         masses = np.empty(len(group))
         for k, body in enumerate(group):
@@ -645,7 +650,7 @@ def add_bodies(builder: ModelBuilder, particles: BodyParticles) -> list:
             lattice[np.linalg.det(lattice) < 0, :, 0] *= -1.0
             indices = list(builder.add_bodies(points, masses=masses, velocities=velocities,
                                               angular_velocities=spins, materials=mats,
-                                              corner_reach=res.corner_reach,
+                                              corner_reach=res.corner_reach, support_spheres=spheres,
                                               lattice_orientations=matrix_quaternions(lattice)))
         except ValueError as error:
             raise ConversionError(f"{group[0].item.name}: {error}") from error

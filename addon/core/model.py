@@ -83,6 +83,11 @@ class Model:
     # and triangle faces, so that a box made of voxels meets the ground with its sharp edges and
     # corners instead of the particles' round ones (voxel_corners.voxel_support). 0 for static particles.
     particle_corner_reach: np.ndarray  # (P,) float64 in [0, 1]
+    # A voxel's support sphere against planes and triangle faces, in place of its reach: its centre
+    # less the particle's centre, in the body frame (x, y, z), and its radius (0: none, the voxel
+    # by its corner reach). The mesh's osculating sphere under a voxel near a curved surface
+    # (core.support_spheres), so a converted ball touches the ground as a ball. Zero for static particles.
+    particle_support_sphere: np.ndarray  # (P, 4) float64
     # Rotation from each body's frame to the axes of its particles' voxel lattice (w, x, y, z):
     # identity when the particles were given in the lattice's own frame.
     body_lattice_orientation: np.ndarray  # (B, 4)
@@ -152,6 +157,20 @@ def _corner_reach(value, shape) -> np.ndarray:
     if not np.all((reach >= 0) & (reach <= 1)):
         raise ValueError("corner reach must be between 0 and 1")
     return reach
+
+
+def _support_spheres(value, shape) -> np.ndarray:
+    """``value``: None (no sphere), or (centre offset, radius) per particle, broadcast to ``shape`` + (4,)."""
+    if value is None:
+        return np.zeros(shape + (4,))
+    spheres = np.asarray(value, dtype=np.float64)
+    try:
+        spheres = np.broadcast_to(spheres, shape + (4,)).copy()
+    except ValueError:
+        raise ValueError(f"support spheres must be (x, y, z, radius) per particle, got shape {spheres.shape}") from None
+    if not np.all(np.isfinite(spheres)) or np.any(spheres[..., 3] < 0):
+        raise ValueError("support spheres must be finite, their radii >= 0")
+    return spheres
 
 
 def _unit_quaternions(value, count) -> np.ndarray:
@@ -235,6 +254,7 @@ class ModelBuilder:
         material: Material | None = None,
         corner_reach=0.0,
         lattice_orientation=(1.0, 0.0, 0.0, 0.0),
+        support_spheres=None,
     ) -> int:
         """Add a rigid body made of ``particles`` (N, 3), given in the body's own frame.
 
@@ -244,7 +264,10 @@ class ModelBuilder:
         ``corner_reach`` (scalar or (N,)): how far each particle's voxel cube is solid to its
         corners, 0 (a sphere, the default) to 1 (a box made of voxels: sharp against the ground);
         ``voxelize`` computes it from a mesh. ``lattice_orientation``: the voxel lattice's axes in
-        the body's frame (the particles' frame is the lattice's by default).
+        the body's frame (the particles' frame is the lattice's by default). ``support_spheres``
+        (N, 4) or None: each voxel's support sphere against colliders, its centre less the
+        particle's in the particles' frame and its radius (0: none; ``voxelize`` computes them, see
+        Model.particle_support_sphere).
         Returns the body index.
         """
         pts = np.asarray(particles, dtype=np.float64).reshape(-1, 3)
@@ -272,6 +295,7 @@ class ModelBuilder:
         return self._append_chunk(
             offsets=offsets[None],
             corner_reach=_corner_reach(corner_reach, (1, len(pts))),
+            support=_support_spheres(support_spheres, (1, len(pts))),
             lattice=_unit_quaternions(lattice_orientation, 1),
             mass=np.array([mass]),
             inertia=inertia[None],
@@ -284,11 +308,12 @@ class ModelBuilder:
         )[0]
 
     def add_bodies(self, particles, *, masses, velocities=None, angular_velocities=None, materials=None,
-                   corner_reach=0.0, lattice_orientations=(1.0, 0.0, 0.0, 0.0)) -> list[int]:
+                   corner_reach=0.0, lattice_orientations=(1.0, 0.0, 0.0, 0.0), support_spheres=None) -> list[int]:
         """Add K bodies of N particles each at once (linked duplicates): ``particles`` (K, N, 3) in world
         space (position 0, identity orientation), ``masses`` (K,). ``corner_reach``: scalar, (N,) or
         (K, N), see ``add_body``; ``lattice_orientations`` (K, 4) or (4,): each body's voxel lattice
-        axes in world space (w, x, y, z). Returns the body indices."""
+        axes in world space (w, x, y, z); ``support_spheres``: None, (N, 4) or (K, N, 4) in world
+        space, see ``add_body``. Returns the body indices."""
         pts = np.asarray(particles, dtype=np.float64)
         if pts.ndim != 3 or pts.shape[2] != 3 or pts.shape[1] == 0:
             raise ValueError("particles must be shaped (bodies, particles, 3)")
@@ -309,6 +334,7 @@ class ModelBuilder:
         inertia = (masses / n)[:, None, None] * (np.eye(3) * (r2 + own)[:, None, None] - outer)
         return self._append_chunk(
             offsets=offsets, corner_reach=_corner_reach(corner_reach, (count, n)),
+            support=_support_spheres(support_spheres, (count, n)),
             lattice=_unit_quaternions(lattice_orientations, count), mass=masses.copy(), inertia=inertia,
             com_local=com, position=com.copy(),
             orientation=np.tile([1.0, 0.0, 0.0, 0.0], (count, 1)), velocity=velocities.copy(),
@@ -388,6 +414,8 @@ class ModelBuilder:
         particle_offset = np.concatenate(dyn_offsets + static_pts) if (dyn_offsets or static_pts) else np.zeros((0, 3))
         corner_reach = np.concatenate([c["corner_reach"].reshape(-1) for c in chunks]
                                       + [np.zeros(len(p)) for p in static_pts] + [np.zeros(0)])
+        support_sphere = np.concatenate([c["support"].reshape(-1, 4) for c in chunks]
+                                        + [np.zeros((len(p), 4)) for p in static_pts] + [np.zeros((0, 4))])
         particle_body = np.concatenate(
             [np.repeat(np.arange(body_total, dtype=np.int32), counts)]
             + [np.full(len(p), STATIC_BODY, dtype=np.int32) for p in static_pts]
@@ -438,6 +466,7 @@ class ModelBuilder:
             particle_offset=np.asarray(particle_offset, dtype=np.float64).reshape(-1, 3),
             particle_body=particle_body.astype(np.int32),
             particle_corner_reach=corner_reach.astype(np.float64),
+            particle_support_sphere=support_sphere.astype(np.float64),
             body_lattice_orientation=stack("lattice", 4),
             static_particle_material=np.concatenate(static_mat) if static_mat else np.zeros(0, dtype=np.int32),
             plane_point=np.array([p for p, _, _ in self._planes], dtype=np.float64).reshape(-1, 3),

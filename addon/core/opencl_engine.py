@@ -49,7 +49,7 @@ from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RES
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH, SimulationSettings,
                        derive_contact_parameters, solve_softness, speculative_reach, speculative_time)
 from .state import BodyState, StateMixin
-from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, collider_reach
+from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, SUPPORT_SPHERE_REACH, collider_reach
 
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
 
@@ -128,7 +128,7 @@ MAX_BODY_LANES = 8
 # Bytes of device memory per particle and per body (see the buffers allocated below); used for the
 # estimate users see before simulating. The grid's two bucket arrays hold up to two buckets per
 # particle; the neighbour lists' length depends on the contact geometry.
-_BYTES_PER_PARTICLE_BUT_LISTS = 16 + 5 * 4 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
+_BYTES_PER_PARTICLE_BUT_LISTS = 16 + 5 * 4 + 16 + 16 + 16 * 2 + 1 + 2 * FRICTION_SLOTS * (4 + 16) + 2 * 2 * 4
 BYTES_PER_BODY = 16 * 9 + 4 * 6 + 9 * 4 + 8 + 4 + 16
 # the solve's pair lists (slot's other side, first record and record count, colour, rank in its
 # colour, place in a colour's list) at INITIAL_MAX_PAIRS slots (grown if a body needs more), the
@@ -273,6 +273,7 @@ class OpenCLEngine(StateMixin):
                    f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f", f"-DROTATION_SWEEPS={ROTATION_SWEEPS}",
                    f"-DDUPLICATE_POINT_TOLERANCE={DUPLICATE_POINT_TOLERANCE!r}f",
                    f"-DCORNER_SOFTNESS={CORNER_SOFTNESS!r}f", f"-DFACE_LIKE_COSINE={FACE_LIKE_COSINE!r}f",
+                   f"-DSUPPORT_SPHERE_REACH={SUPPORT_SPHERE_REACH!r}f",
                    f"-DCOLLIDER_REACH={self.collider_reach / model.particle_radius!r}f",
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
@@ -357,6 +358,7 @@ class OpenCLEngine(StateMixin):
         a["particle_body"] = buffer(m.particle_body.astype(np.int32))
         a["particle_material"] = buffer(particle_material)
         a["particle_corner_reach"] = buffer(m.particle_corner_reach.astype(np.float32))
+        a["particle_support_sphere"] = buffer(m.particle_support_sphere.astype(np.float32).reshape(-1, 4))
         a["body_lattice"] = buffer(_quat_to_device(m.body_lattice_orientation))
         a["particle_faces"] = buffer(exposed_faces(m) if self.voxel_contacts
                                      else np.zeros(max(particle_count, 1), np.uint8))

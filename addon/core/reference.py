@@ -404,9 +404,11 @@ class ReferenceEngine(StateMixin):
                 torque[i] += t
             lattice = self._rotation(b) @ quaternion_to_matrix(m.body_lattice_orientation[b])
             reach = m.particle_corner_reach[i]
+            # the voxel's support sphere in world space (a radius of 0: none)
+            sphere = (self._rotation(b) @ m.particle_support_sphere[i, :3], m.particle_support_sphere[i, 3])
             for g in range(m.plane_count):
                 height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
-                depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r)
+                depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r, sphere)
                 if height < depth + self.margin * r + self._speculative_growth(
                         (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g]):
                     before = slots_out[2]
@@ -418,18 +420,19 @@ class ReferenceEngine(StateMixin):
                                      (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g])
                     force[i] += f
                     torque[i] += t
-            self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, slots_in, slots_out, force, torque,
-                                    offset_world[i])
+            self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, sphere, slots_in, slots_out, force,
+                                    torque, offset_world[i])
             # as the kernel: contacts beyond FRICTION_SLOTS not counted, voxel pairs for their share
             contacts[b] += slots_out[2] + slots_out[3]
         self.history_key, self.history_xi, self.history_permitted = new_key, new_xi, new_permitted
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         return touched_next
 
-    def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, slots_in, slots_out, force, torque,
+    def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, sphere, slots_in, slots_out, force, torque,
                            offset_i):
-        """Face contacts (of the voxel, see voxel_corners); or, only if there are none, each distinct
-        edge/vertex contact of the particle's sphere once."""
+        """Face contacts (of the voxel, see voxel_corners); or, only if there are none (nor a face
+        within reach of a support sphere), each distinct edge/vertex contact of the particle's
+        sphere once."""
         m = self.model
         if m.triangle_count == 0:
             return
@@ -438,9 +441,10 @@ class ReferenceEngine(StateMixin):
         velocities = self.colliders.velocities
         candidates = self.colliders.grid.candidates(p)
         face_contacts = 0
+        face_claimed = False  # by a face within reach of a voxel with a support sphere
         edge_points = []
         for pass_ in (0, 1):
-            if pass_ == 1 and face_contacts:
+            if pass_ == 1 and (face_contacts or face_claimed):
                 break
             for t in candidates:
                 tri = m.mesh_triangles[t]
@@ -449,7 +453,8 @@ class ReferenceEngine(StateMixin):
                     continue
                 delta = q - p
                 dist = np.linalg.norm(delta)
-                if dist <= 1e-9 * r:
+                # beyond what any voxel reaches (30_colliders.cl's collider reach)
+                if dist <= 1e-9 * r or dist >= self.colliders.reach:
                     continue
                 n = delta / dist
                 # a face meets the voxel, an edge or a vertex the sphere, except straight along the
@@ -458,7 +463,13 @@ class ReferenceEngine(StateMixin):
                 if not face_like:
                     normal = np.cross(vertices[tri[1]] - vertices[tri[0]], vertices[tri[2]] - vertices[tri[0]])
                     face_like = abs(n @ normal) >= FACE_LIKE_COSINE * np.linalg.norm(normal) > 0
-                depth, arm = voxel_support(n, reach, lattice, r) if face_like else (r, r * n)
+                depth, arm = voxel_support(n, reach, lattice, r, sphere) if face_like else (r, r * n)
+                # a face within reach claims a voxel with a support sphere, touching or not (no
+                # edge contacts of its particle's sphere); the sphere's point off its patch: the
+                # face meets the sphere through another voxel (30_colliders.cl)
+                face_claimed = face_claimed or (face_like and pass_ == 0 and sphere[1] > 0.0)
+                if depth == -np.inf:
+                    continue
                 v_tri = bary @ velocities[tri]
                 if dist >= depth + self.margin * r + self._speculative_growth((vel_i + np.cross(omega_i, arm) - v_tri) @ n):
                     continue

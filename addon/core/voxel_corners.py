@@ -24,6 +24,18 @@ The arm is the gradient of s, so the force at the support point is the gradient 
 (no energy gained from the rotation of the contact point), and the smoothing E keeps it
 continuous where a face turns past flat. reach = 0 gives s = r, arm = r u: the plain sphere.
 
+A voxel near a curved surface may have a support sphere instead (core.support_spheres: the mesh's
+osculating sphere under it, centre o from the voxel's centre, radius R). It owns the patch of that
+sphere within SUPPORT_SPHERE_REACH radii of its centre: along u it reaches s = o.u + R, touching at
+the sphere's support point o + R u, where that point lies on its patch, and touches nothing
+otherwise. Every voxel near a converted ball's surface has the ball as its sphere, so the ball
+touches the ground at its lowest point, once from each voxel whose patch holds that point (the same
+point and depth: the manifold keeps one), and never at the staircase of the particles' spheres. A
+lens (the solid sphere within the bound) would be continuous where a point leaves every patch, but
+its rim is a shallower contact of the same ball, spread round the true one, and the manifold's
+reduction keeps the points that span the widest polygon: it held the ball on four rim points and
+let it sink a centimetre (E17).
+
 The kernels' voxel_support mirrors ``voxel_support`` here.
 """
 from __future__ import annotations
@@ -41,6 +53,12 @@ CORNER_SOFTNESS = 0.05
 # is this close to the triangle's normal: a particle right over the edge between two triangles of a
 # flat floor, which neither face claims (closest_point_on_triangle puts the edge in neither).
 FACE_LIKE_COSINE = 0.9999
+# How far from a voxel's centre its support sphere's patch reaches (particle radii): far enough that
+# every point of a converted ball's surface lies within it of a voxel's centre (at most 1.8-2.3 radii
+# on UV spheres of 16 x 8 to 64 x 32 segments, 5 to 20 particles across; 2.54 on the 20-particle one
+# of 16 x 8, whose facets lie 0.4 radii inside the sphere through its vertices), or the ball would
+# not touch there; what collider lookups must then cover (collider_reach).
+SUPPORT_SPHERE_REACH = 3.0
 
 
 def corner_bound(radius: float, reach: float = 1.0) -> float:
@@ -48,11 +66,25 @@ def corner_bound(radius: float, reach: float = 1.0) -> float:
     return radius * (1.0 + reach * (math.sqrt(3.0) - 1.0))
 
 
-def voxel_support(u: np.ndarray, reach: float, lattice_rotation: np.ndarray, radius: float):
+def sphere_patch_support(u: np.ndarray, centre: np.ndarray, sphere_radius: float, bound: float):
+    """(depth, arm) of the patch of the sphere of ``sphere_radius`` about ``centre`` within ``bound``
+    of the origin, along the unit direction ``u``: the sphere's support point where it lies on the
+    patch, else depth -inf (no contact)."""
+    tip = centre + sphere_radius * u
+    if tip @ tip <= bound * bound:
+        return float(centre @ u + sphere_radius), tip
+    return -np.inf, tip
+
+
+def voxel_support(u: np.ndarray, reach: float, lattice_rotation: np.ndarray, radius: float, sphere=None):
     """(depth, arm): how far the voxel reaches from its centre along the unit world direction ``u``,
     and the world vector from its centre to the point that touches. ``lattice_rotation``: the voxel
-    lattice's axes in world space (3 x 3)."""
+    lattice's axes in world space (3 x 3). ``sphere``: the voxel's support sphere, (centre less the
+    voxel's centre in world space, radius), or None (or radius 0): none, the voxel by its reach."""
     u = np.asarray(u, dtype=np.float64)
+    if sphere is not None and sphere[1] > 0.0:
+        return sphere_patch_support(u, np.asarray(sphere[0], dtype=np.float64), float(sphere[1]),
+                                   SUPPORT_SPHERE_REACH * radius)
     if reach <= 0.0:
         return radius, radius * u
     e = CORNER_SOFTNESS
@@ -68,4 +100,7 @@ def voxel_support(u: np.ndarray, reach: float, lattice_rotation: np.ndarray, rad
 def collider_reach(model) -> float:
     """How far from a particle's centre a collider can touch it, over the whole model."""
     reach = model.particle_corner_reach
-    return corner_bound(model.particle_radius, float(reach.max()) if len(reach) else 0.0)
+    bound = corner_bound(model.particle_radius, float(reach.max()) if len(reach) else 0.0)
+    if len(model.particle_support_sphere) and model.particle_support_sphere[:, 3].max() > 0.0:
+        bound = max(bound, SUPPORT_SPHERE_REACH * model.particle_radius)
+    return bound

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .support_spheres import support_spheres
+
 # Column shift for the ray test, as a fraction of the spacing (irrational, tiny).
 _JITTER = (math.sqrt(2.0) * 1e-6, math.sqrt(3.0) * 1e-6)
 # Largest number of (triangle, column) pairs or surface samples handled at once.
@@ -45,6 +47,9 @@ class VoxelResult:
     # (N,) per particle: 1 where the whole voxel cube around it is solid (its corners are inside the
     # mesh), else 0 (a sphere); what Model.particle_corner_reach takes (see core.voxel_corners)
     corner_reach: np.ndarray | None = None
+    # (N, 4) per particle: a voxel's support sphere near a curved surface (centre less the particle's centre,
+    # radius; 0: none), what Model.particle_support_sphere takes (see core.support_spheres)
+    support_spheres: np.ndarray | None = None
 
 
 def _as_mesh(vertices, triangles):
@@ -360,11 +365,16 @@ def voxelize(vertices, triangles, spacing: float, *, mode: str = "auto", max_par
     cells = np.argwhere(mask)
     points = grid.centres(cells)
     corner_reach = np.zeros(len(points))
+    spheres = np.zeros((len(points), 4))
     if filled is not None and n_fill:
         solid = solid_corners(v, t, grid, filled, rule)
         corner_reach[solid[cells[:, 0], cells[:, 1], cells[:, 2]]] = 1.0
+        # the solid's voxels near a curved surface (not the shell's, a thin part): the mesh's
+        # curvature under them
+        spheres = support_spheres(v, t, points, filled[cells[:, 0], cells[:, 1], cells[:, 2]], 0.5 * spacing)
     return VoxelResult(points=points, mode=final_mode, closed=closed, volume=volume, area=area,
-                       filled_count=n_fill, shell_count=n_shell, corner_reach=corner_reach)
+                       filled_count=n_fill, shell_count=n_shell, corner_reach=corner_reach,
+                       support_spheres=spheres)
 
 
 def polar_decomposition(matrix3) -> tuple[np.ndarray, np.ndarray]:

@@ -340,6 +340,32 @@ def test_too_few_particles_and_automatic_radius(scene):
     assert counts == {"Cube": 27, "Cube.001": 10**3}
 
 
+def test_a_converted_ball_has_itself_as_its_voxels_support_sphere(scene):
+    """The support spheres (core.support_spheres) go to the model in world space with the particles:
+    turned, scaled and mirrored with the object, a sphere's voxels near its surface have the ball
+    (so it rolls, tests/core/test_support_spheres.py); a cube's none."""
+    bpy.ops.mesh.primitive_uv_sphere_add(radius=0.5, segments=32, ring_count=16, location=(1.0, -2.0, 3.0),
+                                         rotation=(0.3, -0.7, 1.9))
+    ball = active()
+    ball.scale = (-1.5, 1.5, 1.5)
+    bpy.ops.mesh.primitive_cube_add(size=0.5, location=(5, 0, 1), rotation=(0.4, -0.3, 1.1))
+    cube = active()
+    bpy.context.view_layer.update()
+    conv = run([ball, cube], radius=0.05)
+    links = {link.object_name: link for link in conv.bodies}
+    model = conv.model
+    first = model.body_first_particle[links["Sphere"].body_index]
+    spheres = model.particle_support_sphere[first:first + links["Sphere"].particle_count]
+    has = spheres[:, 3] > 0
+    assert has.sum() > 100
+    centres = world_particles(model, links["Sphere"].body_index)[has] + spheres[has, :3]
+    # Blender's vertices are float32: the fitted spheres within 0.1 mm
+    assert np.allclose(centres, ball.location, atol=1e-4)
+    assert np.allclose(spheres[has, 3], 0.75, atol=1e-4)
+    first = model.body_first_particle[links["Cube"].body_index]
+    assert not model.particle_support_sphere[first:first + links["Cube"].particle_count].any()
+
+
 def test_linked_duplicates_convert_once(scene, monkeypatch):
     bpy.ops.mesh.primitive_uv_sphere_add(radius=0.5, segments=16, ring_count=8)
     src = active()
