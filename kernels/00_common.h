@@ -205,7 +205,7 @@ inline int history_slot(const int *old_key, int key)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Contact records for the velocity solve (SOLVE_PASSES > 0, kernels/60_solve.cl): each contact that
+// Contact records for the velocity solve (RIGID_VOXELS, kernels/60_solve.cl): each contact that
 // took friction slot k of particle i is described at solve_record[(k * SOLVE_FIELDS + f) * stride + i]:
 // f 0: (normal from i towards the other side, the other body or STATIC_BODY or NO_RECORD),
 // f 1: (arm from i's body centre to the contact point, depth), f 2: (arm from the other body's
@@ -268,7 +268,7 @@ inline void add_contact(
         xi = stored - dot(stored, n) * n;
     }
     float3 couple = (float3)(0.0f);
-#if CONTACT_SPRINGS
+#if !RIGID_VOXELS
     float3 f = contact_law(cc, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mass_i, mass_j, mat_i, mat_j,
                            pair_damping_ratio, pair_friction, pair_rolling, &xi, &couple);
 #else

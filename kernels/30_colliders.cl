@@ -173,7 +173,7 @@ inline void collider_contacts(
                         mass_i, (float2)(0.0f), mat_i, plane_material[g],
                         pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                         new_key, new_xi, slots_used, force, torque);
-#if SOLVE_PASSES
+#if RIGID_VOXELS
             if (*slots_used > before) {
                 write_solve_record(solve_records, old_key, -2 - g, stride, before, -normal, STATIC_BODY, r_i + arm,
                                    depth - height, (float3)(0.0f), 1.0f,
@@ -261,7 +261,7 @@ inline void collider_contacts(
                             mass_i, (float2)(0.0f), mat_i, tv.w,
                             pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                             new_key, new_xi, slots_used, force, torque);
-#if SOLVE_PASSES
+#if RIGID_VOXELS
                 if (*slots_used > before) {
                     write_solve_record(solve_records, old_key, -2 - plane_count - t, stride, before, n, STATIC_BODY,
                                        r_i + arm, depth - dist, v_tri, 1.0f,

@@ -20,7 +20,7 @@ typedef struct {
 } NeighbourState;
 
 // ---------------------------------------------------------------------------------------------
-// Voxel against voxel between bodies (VOXEL_CONTACTS, settings contact_geometry "voxels";
+// Voxel against voxel between bodies (RIGID_VOXELS, settings contact_geometry "voxels";
 // addon/core/voxel_pairs.py explains, and mirrors each function here).
 
 typedef struct {
@@ -178,7 +178,7 @@ inline bool voxel_pair_contact(
         // the damping cap counts a body's contacts: a pair counts for its share (four quarter pairs
         // under a voxel offset by half a voxel are one contact, as the same voxel face on face)
         *count_adjust += share - 1.0f;
-#if SOLVE_PASSES
+#if RIGID_VOXELS
         write_solve_record(solve_records, old_key, j, stride, before, n, body_j, point - ns.body_position[body_i].xyz,
                            depth, point - ns.body_position[body_j].xyz, share,
                            pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], mat_i,
@@ -203,7 +203,7 @@ inline void particle_pair_contact(
     float dist = sqrt(dist2);
     if (dist <= 1e-9f * cc.radius) return;
     int j = ns.sorted_particle[k];
-#if VOXEL_CONTACTS
+#if RIGID_VOXELS
     if (body_j != STATIC_BODY && vx.particle_corner_reach[i] >= WHOLE_VOXEL_REACH
         && vx.particle_corner_reach[j] >= WHOLE_VOXEL_REACH) {
         // the solve reads a voxel pair's record on the lower body's side only (61_pair_colouring.cl
@@ -225,7 +225,7 @@ inline void particle_pair_contact(
         w_j = ns.body_angular_velocity[body_j].xyz;
         v_j = ns.body_velocity[body_j].xyz + cross(w_j, p_j - ns.body_position[body_j].xyz);
     }
-#if VOXEL_CONTACTS
+#if RIGID_VOXELS
     // spheres (round surface voxels, static particles) within the margin and what they close until
     // the next detection
     if (dist >= (2.0f + SPECULATIVE_MARGIN) * cc.radius + speculative_growth(dot(v_i - v_j, n), cc.radius)) return;
@@ -240,7 +240,7 @@ inline void particle_pair_contact(
                 mass_i, contact_mass(body_j, body_contact_mass), mat_i, ns.particle_material[j],
                 pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
                 new_key, new_xi, slots_used, force, torque);
-#if SOLVE_PASSES
+#if RIGID_VOXELS
     // the solve holds it, at the point halfway between the centres
     if (*slots_used > before) {
         float3 point = p_j - delta + 0.5f * dist * n;
@@ -279,7 +279,7 @@ inline void particle_contacts(
     float3 *body_torque, float *contact_count)
 {
     float diameter = 2.0f * cc.radius;
-#if VOXEL_CONTACTS
+#if RIGID_VOXELS
     float pair_reach2 = VOXEL_PAIR_REACH2;  // whole voxels touch corner to corner 2 sqrt(3) r apart
     Voxels vx = {particle_corner_reach, particle_faces, body_orientation, body_lattice};
 #else
@@ -366,7 +366,7 @@ inline void particle_contacts(
     if (slots_used < FRICTION_SLOTS) new_key[slots_used * stride] = EMPTY_SLOT;
     // contacts beyond FRICTION_SLOTS are not counted
     *contact_count = (float)slots_used + count_adjust;
-#if SOLVE_PASSES
+#if RIGID_VOXELS
     *solve_count = (uchar)slots_used;
 #endif
     *body_force += force;
@@ -429,8 +429,8 @@ __kernel void compute_contacts(
     __global const float4 *particle_support_sphere,  // per particle: support sphere (Model.particle_support_sphere)
     __global const float4 *body_orientation,
     __global const float4 *body_lattice,     // voxel lattice axes in the body frame
-    __global const uchar *particle_faces,    // exposed voxel faces (VOXEL_CONTACTS; see Voxels)
-    __global float4 *solve_record,           // contact records for the velocity solve (SOLVE_PASSES)
+    __global const uchar *particle_faces,    // exposed voxel faces (RIGID_VOXELS; see Voxels)
+    __global float4 *solve_record,           // contact records for the velocity solve (RIGID_VOXELS)
     __global uchar *solve_count,             // records per particle
     __global const float4 *history_impulse_in,   // per friction slot: the contact's impulses (warm start)
     __global float4 *history_impulse_out,
@@ -458,7 +458,7 @@ __kernel void compute_contacts(
     float3 torque = (float3)(0.0f);
     float contact_count = 0.0f;
     SolveRecords records = {solve_record + i, history_impulse_in + i, history_impulse_out + i, pair_restitution};
-#if SOLVE_PASSES
+#if RIGID_VOXELS
     solve_count[i] = 0;
 #endif
     bool with_contacts = !(asleep_i && sleep.w > 0.0f && !body_touched_in[body_i]);
@@ -470,7 +470,7 @@ __kernel void compute_contacts(
             history_key_out[k * history_stride + i] = key;
             if (key == EMPTY_SLOT) break;
             history_xi_out[k * history_stride + i] = history_xi_in[k * history_stride + i];
-#if SOLVE_PASSES
+#if RIGID_VOXELS
             history_impulse_out[k * history_stride + i] = history_impulse_in[k * history_stride + i];
 #endif
         }
@@ -485,7 +485,7 @@ __kernel void compute_contacts(
                           body_orientation, body_lattice, records, solve_count + i, &force, &torque,
                           &contact_count);
     }
-#if !CONTACT_SPRINGS
+#if RIGID_VOXELS
     // the solve alone holds the contacts (ContactGeometry.springs False): their records stay
     force = (float3)(0.0f);
     torque = (float3)(0.0f);

@@ -277,7 +277,9 @@ class OpenCLEngine(StateMixin):
                    f"-DCOLLIDER_REACH={self.collider_reach / model.particle_radius!r}f",
                    f"-DHAS_TRIANGLES={int(model.triangle_count > 0)}",
                    f"-DBODY_LANES={self.body_lanes}", f"-DBODY_GROUP_SIZE={BODY_GROUP_SIZE}",
-                   f"-DVOXEL_CONTACTS={int(self.voxel_contacts)}",
+                   # one fact: Rigid Voxels' contacts are voxel pairs, each a record of the solve,
+                   # and no springs (ContactGeometry.springs); Particles' are springs between spheres
+                   f"-DRIGID_VOXELS={int(self.solving)}",
                    f"-DVOXEL_PAIR_REACH2={float((voxel_pair_reach(self.settings.speculative_margin) * model.particle_radius) ** 2)!r}f",
                    f"-DSPECULATIVE_MARGIN={float(self.settings.speculative_margin)!r}f",
                    f"-DSPECULATIVE_TIME={float(speculative_time(self.settings, self.params.substep))!r}f",
@@ -286,7 +288,6 @@ class OpenCLEngine(StateMixin):
                    f"-DFACE_COMPONENT_FRACTION={FACE_COMPONENT_FRACTION!r}f",
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
-                   f"-DSOLVE_PASSES={self.solve_passes}", f"-DCONTACT_SPRINGS={int(self.settings.contact_springs)}",
                    f"-DSUBSTEPS_PER_DETECTION={self.settings.substeps_per_detection}",
                    f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
                    f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",

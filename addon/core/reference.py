@@ -317,7 +317,7 @@ class ReferenceEngine(StateMixin):
             self.touched_next = self._detect(pos, vel, offset_world, state, force, torque)
         self.colliders.tau += dt
         if not self.settings.contact_springs:
-            force[:] = 0.0  # the solve alone holds the contacts (40_contacts.cl CONTACT_SPRINGS)
+            force[:] = 0.0  # the solve alone holds the contacts (40_contacts.cl RIGID_VOXELS)
             torque[:] = 0.0
         self._integrate(force, torque, offset_world)
         # what this detection touched, read by the first substep after the next detection (the
