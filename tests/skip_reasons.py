@@ -22,13 +22,6 @@ XFAIL_COLLIDING_SCENE_PARTS = (
     "100). Some voxels start with more than FRICTION_SLOTS contacts within the speculative margin, and a "
     "speculative contact turns the depth's float32 error into a velocity over one substep (an edge-edge "
     "normal 3e-5 off, the depth 8e-6 m, a friction limit 0.5 %); test_rigid_step's tumbling scene agrees")
-XFAIL_BOARD_SETTLES_LATE = (
-    "the rigid step: a board under 12 cubes, sleeping off, still moves at 5.04 mm/s after 1 s (PoCL; "
-    "under 1 mm/s asked, as the coloured form did; a limit cycle of 4-5 mm/s that ends by 1.2 s: "
-    "0.2 mm/s at 1.21 s, 0.015 at 1.33 s, 0.009 after 2 s)")
-XFAIL_COLUMN_SETTLES_LATE = (
-    "the rigid step: an 8-cube column, sleeping off, still moves at 1.24 mm/s after 2 s (PoCL; under "
-    "1 mm/s asked, the coloured form 0.16 mm/s; 0.37 mm/s after 4 s, 0.05 after 8 s)")
 XFAIL_PILE_CORNER_ON_A_GPU = (
     "the rigid step: the 1000-cube pile's deepest corner at 10 s is 1.61 cm below the ground on the H200 "
     "(1 % of a cube's side asked; PoCL 1 cm or less; over runs and devices 0.7-1.6 cm)")
@@ -37,7 +30,7 @@ XFAIL_PILE_CENTRE_ON_THE_CPU = (
     "(10 % asked; the H200 2.5 %; over runs and devices 2.5-12.7 %)")
 # An xfail that may be non-strict (none now: every xfail is a known failure with its band)
 NON_STRICT_XFAIL_REASONS = ()
-ALLOWED_XFAIL_REASONS = (XFAIL_FRICTION_SLOTS_ORDER, XFAIL_COLLIDING_SCENE_PARTS, XFAIL_BOARD_SETTLES_LATE,
-                         XFAIL_COLUMN_SETTLES_LATE, XFAIL_PILE_CORNER_ON_A_GPU,
+ALLOWED_XFAIL_REASONS = (XFAIL_FRICTION_SLOTS_ORDER, XFAIL_COLLIDING_SCENE_PARTS,
+                         XFAIL_PILE_CORNER_ON_A_GPU,
                          XFAIL_PILE_CENTRE_ON_THE_CPU,
                          *NON_STRICT_XFAIL_REASONS)

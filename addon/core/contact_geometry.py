@@ -63,8 +63,10 @@ VOXELS = ContactGeometry(
     cost="on a CPU about the time of Particles, on a GPU 1.6-4.6x it",
     # whole voxels box against box (voxel_pairs), their contacts solved at the velocity level, Box2D
     # v3's step (docs/experiments/rigid-step.md): 4 substeps per 60 Hz step, each 2 solve passes and
-    # 1 relax pass, contacts detected once per step, soft at a quarter of the substep rate
-    springs=False, target_penetration=0.05, solve_passes=2, relax_passes=1, substeps_per_detection=4,
+    # 2 relax passes (with 1 the relax pass's sweep order left a two-substep limit cycle in small
+    # stacks, rigid-step.md "Sweep orders"), contacts detected once per step, soft at a quarter of
+    # the substep rate
+    springs=False, target_penetration=0.05, solve_passes=2, relax_passes=2, substeps_per_detection=4,
     solve_hertz_fraction=0.25, substep=1.0 / 240.0,
     # voxel_pairs meets up to VOXEL_PAIR_REACH (2 sqrt(3)) radii apart: the engine sets the rebuild
     # fraction so that every pair within it stays listed (0.12 of a diameter's skin: 3.52 r)

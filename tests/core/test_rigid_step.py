@@ -13,14 +13,15 @@ from bench.contact_figures import ball, fast_drop
 from tests.core.helpers import assert_kernels_follow_the_solve_reference
 
 
-def tumbling_bodies(spacing=1.3, seed=12):
+def tumbling_bodies(spacing=1.3, seed=15):
     """12 bodies of three materials thrown at each other over a ground and a tilted plane: cubes and
     3 x 2 x 1 boxes as spheres, whole voxels (some on a turned lattice) and half voxels. 1.3 m apart
     no particle has more contacts than its FRICTION_SLOTS within the speculative margin, so both
     engines keep the same ones (beyond, which are kept follows each engine's search order). Seed
-    12 puts no contact within float rounding of the speculative threshold in 60 substeps (with 11 a
-    plane contact's gap lay 3 um from it at substep 56: the kernels' float32 and the reference's
-    float64 chose differently, as they may at any threshold)."""
+    15 puts no contact within float rounding of a threshold in 60 substeps, with one relax pass or
+    two (with 11 a plane contact's gap lay 3 um from the speculative threshold at substep 56: the
+    kernels' float32 and the reference's float64 chose differently, as they may at any threshold;
+    of seeds 12-17, 13, 14 and 17 meet one with either, 12 with two)."""
     rng = np.random.default_rng(seed)
     builder = ModelBuilder(particle_radius=1 / 6)
     materials = [Material(friction=0.2, restitution=0.6), Material(friction=0.8, restitution=0.1),

@@ -28,13 +28,13 @@ def test_bad_solve_settings_are_refused_with_one_message(settings, message):
 
 def test_rigid_voxels_are_the_default_and_solve_their_contacts_at_the_rigid_step():
     """The default contacts are Rigid Voxels', solved at Box2D's step: 1/240 s substeps, 2 solve and
-    1 relax pass, detection every 4 substeps, soft at a quarter of the substep rate beyond a slop of
+    2 relax passes, detection every 4 substeps, soft at a quarter of the substep rate beyond a slop of
     a thousandth of the radius, speculative contacts; Particles are springs, with no
     solve, detected every substep, their substep from their stiffness."""
     default = SimulationSettings()
     assert default == SimulationSettings(contact_geometry="voxels")
     assert not default.contact_springs
-    assert (default.solve_passes, default.relax_passes, default.substeps_per_detection) == (2, 1, 4)
+    assert (default.solve_passes, default.relax_passes, default.substeps_per_detection) == (2, 2, 4)
     assert (default.solve_slop, default.solve_hertz_fraction) == (0.001, 0.25)
     assert default.speculative_margin > 0.0
     model = column_of_cubes(2).finalize()
