@@ -248,17 +248,50 @@ inline void write_solve_record(SolveRecords sr, const int *old_key, int key, int
     r[4 * stride] = (float4)(mu, sr.pair_restitution[mat_i * MATERIAL_COUNT + mat_j], impact, 0.0f);
 }
 
-// One contact seen from particle i (see contact_law). Adds to force/torque (about i's centre)
-// and records the friction spring in the next free slot. Mirrors ReferenceEngine._contact.
+// A particle's friction slots as its contacts take them: how many are used and each one's depth.
+typedef struct {
+    int used;
+    float depth[FRICTION_SLOTS];
+} FrictionSlots;
+
+// Whether contact a (depth, key) is weaker than b: shallower, or as deep with a higher key.
+inline bool weaker_contact(float depth_a, int key_a, float depth_b, int key_b)
+{
+    return depth_a < depth_b || (depth_a == depth_b && key_a > key_b);
+}
+
+// The slot the contact `key` of depth `depth` takes: the next free one, or with every slot taken the
+// weakest one's if this contact is stronger; -1 if none. A particle with more contacts than
+// FRICTION_SLOTS so keeps its deepest, in whatever order they are found (the kernels' search
+// follows the neighbour lists, the reference its own order): with the first ones found kept, the
+// two engines kept different contacts and parted (test_friction_slots, the colliding scene).
+inline int take_slot(FrictionSlots *slots, __global const int *new_key, int stride, int key, float depth)
+{
+    if (slots->used < FRICTION_SLOTS) {
+        slots->depth[slots->used] = depth;
+        return slots->used++;
+    }
+    int weakest = 0;
+    for (int s = 1; s < FRICTION_SLOTS; ++s)
+        if (weaker_contact(slots->depth[s], new_key[s * stride], slots->depth[weakest], new_key[weakest * stride]))
+            weakest = s;
+    if (!weaker_contact(slots->depth[weakest], new_key[weakest * stride], depth, key)) return -1;
+    slots->depth[weakest] = depth;
+    return weakest;
+}
+
+// One contact seen from particle i (see contact_law), of geometric depth `depth` (what its slot is
+// ranked by). Adds to force/torque (about i's centre) and records the friction spring in the slot
+// it takes (take_slot); returns that slot, or -1. Mirrors ReferenceEngine._contact.
 // Slot s of the friction history is at old_xi[s * stride] (see particle_contacts for the layouts).
-inline void add_contact(
-    ContactConstants cc, int key, float3 n, float3 arm, float overlap,
+inline int add_contact(
+    ContactConstants cc, int key, float3 n, float3 arm, float overlap, float depth,
     float3 vel_i, float3 omega_i, float3 vel_j, float3 omega_j,
     float2 mass_i, float2 mass_j, int mat_i, int mat_j,
     __global const float *pair_damping_ratio, __global const float *pair_friction,
     __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
-    __global int *new_key, __global float4 *new_xi, int *slots_used,
+    __global int *new_key, __global float4 *new_xi, FrictionSlots *slots,
     float3 *force, float3 *torque)
 {
     float3 xi = (float3)(0.0f);
@@ -274,12 +307,13 @@ inline void add_contact(
 #else
     float3 f = (float3)(0.0f);  // no spring: the solve's record alone holds the contact
 #endif
-    if (*slots_used < FRICTION_SLOTS) {
-        new_key[*slots_used * stride] = key;
-        new_xi[*slots_used * stride] = (float4)(xi, 0.0f);
-        *slots_used += 1;
+    int taken = take_slot(slots, new_key, stride, key, depth);
+    if (taken >= 0) {
+        new_key[taken * stride] = key;
+        new_xi[taken * stride] = (float4)(xi, 0.0f);
     }
     *force += f;
     *torque += cross(arm, f);  // the normal force's couple is zero for arm || n
     *torque += couple;
+    return taken;
 }

@@ -134,7 +134,7 @@ inline void collider_contacts(
     Colliders colliders,
     __global const float *pair_damping_ratio, __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
-    __global int *new_key, __global float4 *new_xi, int *slots_used,
+    __global int *new_key, __global float4 *new_xi, FrictionSlots *slots,
     __global const float *particle_corner_reach, __global const float4 *particle_support_sphere,
     __global const float4 *body_orientation, __global const float4 *body_lattice, float3 r_i,
     SolveRecords solve_records,
@@ -168,14 +168,13 @@ inline void collider_contacts(
         float depth = voxel_support(-normal, corners.reach, corners.lattice, corners.sphere, cc.radius, &arm);
         if (height < depth + SPECULATIVE_MARGIN * cc.radius
                      + speculative_growth(dot(v_i + cross(w_i, arm), -normal), cc.radius)) {
-            int before = *slots_used;
-            add_contact(cc, -2 - g, -normal, arm, depth - height, v_i, w_i, (float3)(0.0f), (float3)(0.0f),
-                        mass_i, (float2)(0.0f), mat_i, plane_material[g],
-                        pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
-                        new_key, new_xi, slots_used, force, torque);
+            int slot = add_contact(cc, -2 - g, -normal, arm, depth - height, depth - height, v_i, w_i, (float3)(0.0f),
+                                   (float3)(0.0f), mass_i, (float2)(0.0f), mat_i, plane_material[g],
+                                   pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
+                                   new_key, new_xi, slots, force, torque);
 #if RIGID_VOXELS
-            if (*slots_used > before) {
-                write_solve_record(solve_records, old_key, -2 - g, stride, before, -normal, STATIC_BODY, r_i + arm,
+            if (slot >= 0) {
+                write_solve_record(solve_records, old_key, -2 - g, stride, slot, -normal, STATIC_BODY, r_i + arm,
                                    depth - height, (float3)(0.0f), 1.0f,
                                    pair_friction[mat_i * MATERIAL_COUNT + plane_material[g]], mat_i,
                                    plane_material[g], dot(v_i + cross(w_i, arm), -normal));
@@ -256,14 +255,13 @@ inline void collider_contacts(
                 } else {
                     ++face_contacts;
                 }
-                int before = *slots_used;
-                add_contact(cc, -2 - plane_count - t, n, arm, depth - dist, v_i, w_i, v_tri, (float3)(0.0f),
-                            mass_i, (float2)(0.0f), mat_i, tv.w,
-                            pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
-                            new_key, new_xi, slots_used, force, torque);
+                int slot = add_contact(cc, -2 - plane_count - t, n, arm, depth - dist, depth - dist, v_i, w_i, v_tri,
+                                       (float3)(0.0f), mass_i, (float2)(0.0f), mat_i, tv.w,
+                                       pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
+                                       new_key, new_xi, slots, force, torque);
 #if RIGID_VOXELS
-                if (*slots_used > before) {
-                    write_solve_record(solve_records, old_key, -2 - plane_count - t, stride, before, n, STATIC_BODY,
+                if (slot >= 0) {
+                    write_solve_record(solve_records, old_key, -2 - plane_count - t, stride, slot, n, STATIC_BODY,
                                        r_i + arm, depth - dist, v_tri, 1.0f,
                                        pair_friction[mat_i * MATERIAL_COUNT + tv.w], mat_i, tv.w,
                                        dot(v_i + cross(w_i, arm) - v_tri, n));

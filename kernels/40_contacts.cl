@@ -128,7 +128,7 @@ inline bool voxel_pair_contact(
     __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
-    __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust,
+    __global int *new_key, __global float4 *new_xi, FrictionSlots *slots, float *count_adjust,
     SolveRecords solve_records, float3 *force, float3 *torque)
 {
     float3 A[3], B[3];
@@ -169,17 +169,16 @@ inline bool voxel_pair_contact(
     if (depth > permitted) law_depth = parting_fast ? 0.0f : permitted;
     float2 mass_j = contact_mass(body_j, body_contact_mass);
     float3 f = (float3)(0.0f), t = (float3)(0.0f);
-    int before = *slots_used;
-    add_contact(cc, j, n, arm, law_depth, v_i, w_i, v_j, w_j, mass_i, mass_j, mat_i, ns.particle_material[j],
-                pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi, slots_used,
-                &f, &t);
-    if (*slots_used > before) {
-        new_xi[before * stride].w = permitted;
+    int slot_taken = add_contact(cc, j, n, arm, law_depth, depth, v_i, w_i, v_j, w_j, mass_i, mass_j, mat_i,
+                                 ns.particle_material[j], pair_damping_ratio, pair_friction, pair_rolling, old_key,
+                                 old_xi, stride, new_key, new_xi, slots, &f, &t);
+    if (slot_taken >= 0) {
+        new_xi[slot_taken * stride].w = permitted;
         // the damping cap counts a body's contacts: a pair counts for its share (four quarter pairs
         // under a voxel offset by half a voxel are one contact, as the same voxel face on face)
         *count_adjust += share - 1.0f;
 #if RIGID_VOXELS
-        write_solve_record(solve_records, old_key, j, stride, before, n, body_j, point - ns.body_position[body_i].xyz,
+        write_solve_record(solve_records, old_key, j, stride, slot_taken, n, body_j, point - ns.body_position[body_i].xyz,
                            depth, point - ns.body_position[body_j].xyz, share,
                            pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], mat_i,
                            ns.particle_material[j], closing);
@@ -197,7 +196,7 @@ inline void particle_pair_contact(
     __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
     __global const float *pair_friction, __global const float *pair_rolling,
     const int *old_key, __global const float4 *old_xi, const int stride,
-    __global int *new_key, __global float4 *new_xi, int *slots_used, float *count_adjust,
+    __global int *new_key, __global float4 *new_xi, FrictionSlots *slots, float *count_adjust,
     __global int *body_touched_out, SolveRecords solve_records, float3 *force, float3 *torque)
 {
     float dist = sqrt(dist2);
@@ -213,7 +212,7 @@ inline void particle_pair_contact(
         float3 p_i = p_j - delta;
         bool touching = voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx,
                                            body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling,
-                                           old_key, old_xi, stride, new_key, new_xi, slots_used, count_adjust,
+                                           old_key, old_xi, stride, new_key, new_xi, slots, count_adjust,
                                            solve_records, force, torque);
         if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
         return;
@@ -235,17 +234,16 @@ inline void particle_pair_contact(
     // both sides act at the one point halfway between the centres, so the pair's forces are equal,
     // opposite and on one line: with friction the pair then keeps its angular momentum (at r n from
     // each centre the two points lie the overlap apart and the friction forces make a couple)
-    int before = *slots_used;
-    add_contact(cc, j, n, 0.5f * dist * n, 2.0f * cc.radius - dist, v_i, w_i, v_j, w_j,
-                mass_i, contact_mass(body_j, body_contact_mass), mat_i, ns.particle_material[j],
-                pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
-                new_key, new_xi, slots_used, force, torque);
+    int slot = add_contact(cc, j, n, 0.5f * dist * n, 2.0f * cc.radius - dist, 2.0f * cc.radius - dist, v_i, w_i,
+                           v_j, w_j, mass_i, contact_mass(body_j, body_contact_mass), mat_i, ns.particle_material[j],
+                           pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride,
+                           new_key, new_xi, slots, force, torque);
 #if RIGID_VOXELS
     // the solve holds it, at the point halfway between the centres
-    if (*slots_used > before) {
+    if (slot >= 0) {
         float3 point = p_j - delta + 0.5f * dist * n;
         float3 arm_j = (body_j != STATIC_BODY) ? point - ns.body_position[body_j].xyz : (float3)(0.0f);
-        write_solve_record(solve_records, old_key, j, stride, before, n, body_j,
+        write_solve_record(solve_records, old_key, j, stride, slot, n, body_j,
                            point - ns.body_position[body_i].xyz, 2.0f * cc.radius - dist, arm_j, 1.0f,
                            pair_friction[mat_i * MATERIAL_COUNT + ns.particle_material[j]], mat_i,
                            ns.particle_material[j], dot(v_i + cross(w_i, 0.5f * dist * n) - v_j, n));
@@ -297,7 +295,8 @@ inline void particle_contacts(
     __global const float4 *old_xi = history_xi_in + i;
     __global int *new_key = history_key_out + i;
     __global float4 *new_xi = history_xi_out + i;
-    int slots_used = 0;
+    FrictionSlots slots;
+    slots.used = 0;
     float count_adjust = 0.0f;  // voxel pairs count for their share (voxel_pair_contact)
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
@@ -339,7 +338,7 @@ inline void particle_contacts(
                 particle_pair_contact((int)k, other.xyz, delta, dist2, body_j, i, body_i, v_i, w_i, mass_i, mat_i,
                                       asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                       pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                                      &slots_used, &count_adjust, body_touched_out, solve_records,
+                                      &slots, &count_adjust, body_touched_out, solve_records,
                                       &force, &torque);
             }
         }
@@ -355,19 +354,19 @@ inline void particle_contacts(
             particle_pair_contact(k, other.xyz, delta, dist2, as_int(other.w), i, body_i, v_i, w_i, mass_i, mat_i,
                                   asleep_i, cc, ns, vx, body_contact_mass, pair_damping_ratio,
                                   pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
-                                  &slots_used, &count_adjust, body_touched_out, solve_records,
+                                  &slots, &count_adjust, body_touched_out, solve_records,
                                   &force, &torque);
         }
     }
     if (!with_contacts) return;
     collider_contacts(i, body_i, p_i, v_i, w_i, mass_i, mat_i, cc, colliders, pair_damping_ratio, pair_friction,
-                      pair_rolling, old_key, old_xi, stride, new_key, new_xi, &slots_used, particle_corner_reach,
+                      pair_rolling, old_key, old_xi, stride, new_key, new_xi, &slots, particle_corner_reach,
                       particle_support_sphere, body_orientation, body_lattice, r_i, solve_records, &force, &torque);
-    if (slots_used < FRICTION_SLOTS) new_key[slots_used * stride] = EMPTY_SLOT;
+    if (slots.used < FRICTION_SLOTS) new_key[slots.used * stride] = EMPTY_SLOT;
     // contacts beyond FRICTION_SLOTS are not counted
-    *contact_count = (float)slots_used + count_adjust;
+    *contact_count = (float)slots.used + count_adjust;
 #if RIGID_VOXELS
-    *solve_count = (uchar)slots_used;
+    *solve_count = (uchar)slots.used;
 #endif
     *body_force += force;
     // torque about the body's centre of mass (eq. 5.22 plus the contacts' own couples)

@@ -11,17 +11,12 @@ ALLOWED_SKIP_REASONS = (SKIP_NOT_POCL_ONLY,)
 # An xfail is a known failure: strict=True, raises=KnownFailure (tests/known_failures.py), so it
 # stays expected only while the test fails by the amount measured when the marker was set; a pass,
 # or a value outside that band either way, fails the run.
-XFAIL_FRICTION_SLOTS_ORDER = (
-    "contacts beyond FRICTION_SLOTS: kernels and reference 1.2e-5 m / 1.2e-2 m/s apart after 60 "
-    "substeps of sliding on 10 contacts, against 3e-8 m / 2e-6 m/s on 8; probably each engine "
-    "keeps the friction springs of the first 8 contacts in its own search order (found by "
-    "issue 23, for the kernels or contact engineer)")
 XFAIL_COLLIDING_SCENE_PARTS = (
     "the rigid step on the colliding scene (20 bodies 2 cm into each other): kernels and reference part "
-    "beyond the solve's tolerances by substep 30-60 (PoCL; the Jacobi and coloured forms agreed over 50 / "
-    "100). Some voxels start with more than FRICTION_SLOTS contacts within the speculative margin, and a "
-    "speculative contact turns the depth's float32 error into a velocity over one substep (an edge-edge "
-    "normal 3e-5 off, the depth 8e-6 m, a friction limit 0.5 %); test_rigid_step's tumbling scene agrees")
+    "beyond the solve's tolerances by substep 50-80 when detected every 4 substeps or with rigid contacts "
+    "(PoCL; detected every substep with soft contacts they agree over the whole 50). A speculative "
+    "contact turns the depth's float32 error into a velocity over one substep (an edge-edge normal 3e-5 "
+    "off, the depth 8e-6 m, a friction limit 0.5 %); test_rigid_step's tumbling scene agrees")
 XFAIL_PILE_CORNER_ON_A_GPU = (
     "the rigid step: the 1000-cube pile's deepest corner at 10 s is 1.61 cm below the ground on the H200 "
     "(1 % of a cube's side asked; PoCL 1 cm or less; over runs and devices 0.7-1.6 cm)")
@@ -30,7 +25,6 @@ XFAIL_PILE_CENTRE_ON_THE_CPU = (
     "(10 % asked; the H200 2.5 %; over runs and devices 2.5-12.7 %)")
 # An xfail that may be non-strict (none now: every xfail is a known failure with its band)
 NON_STRICT_XFAIL_REASONS = ()
-ALLOWED_XFAIL_REASONS = (XFAIL_FRICTION_SLOTS_ORDER, XFAIL_COLLIDING_SCENE_PARTS,
-                         XFAIL_PILE_CORNER_ON_A_GPU,
+ALLOWED_XFAIL_REASONS = (XFAIL_COLLIDING_SCENE_PARTS, XFAIL_PILE_CORNER_ON_A_GPU,
                          XFAIL_PILE_CENTRE_ON_THE_CPU,
                          *NON_STRICT_XFAIL_REASONS)

@@ -3,14 +3,14 @@ xfail with an unlisted reason, a non-strict xfail, an xfail without a known fail
 failure whose value left its band either way, or one that passes, each fails the run."""
 import pytest
 
-from tests.skip_reasons import XFAIL_FRICTION_SLOTS_ORDER
+from tests.skip_reasons import XFAIL_COLLIDING_SCENE_PARTS
 
 pytest_plugins = ["pytester"]
 
 HEADER = f'''
 import pytest
 from tests.known_failures import KnownFailure, known_failure
-LISTED = {XFAIL_FRICTION_SLOTS_ORDER!r}
+LISTED = {XFAIL_COLLIDING_SCENE_PARTS!r}
 '''
 
 

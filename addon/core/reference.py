@@ -230,18 +230,43 @@ class ReferenceEngine(StateMixin):
         s = cls._history_slot(slots_in[0], key)
         return np.zeros(3) if s is None else slots_in[1][s] - (slots_in[1][s] @ n) * n
 
-    def _contact(self, i, key, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mat_j, mass_j, slots_in, slots_out):
-        """Force on particle i from one contact, and the torque about i's centre. n points i -> j;
-        ``arm``: from i's centre to the contact point (halfway to j's centre between particles; see voxel_corners)."""
+    @staticmethod
+    def _weaker_contact(depth_a, key_a, depth_b, key_b) -> bool:
+        """Contact a is weaker than b: shallower, or as deep with a higher key (00_common.h)."""
+        return depth_a < depth_b or (depth_a == depth_b and key_a > key_b)
+
+    def _take_slot(self, slots_out, key, depth):
+        """The friction slot a contact of ``depth`` takes (00_common.h take_slot): the next free one,
+        or with every slot taken the weakest one's if this contact is stronger; None if none. A
+        particle keeps its FRICTION_SLOTS deepest contacts whatever order they are found in."""
+        keys, depths, count = slots_out[0], slots_out[5], slots_out[2]
+        if count < FRICTION_SLOTS:
+            slots_out[2] = count + 1
+            depths[count] = depth
+            return count
+        weakest = 0
+        for s in range(1, FRICTION_SLOTS):
+            if self._weaker_contact(depths[s], keys[s], depths[weakest], keys[weakest]):
+                weakest = s
+        if not self._weaker_contact(depths[weakest], keys[weakest], depth, key):
+            return None
+        depths[weakest] = depth
+        return weakest
+
+    def _contact(self, i, key, n, arm, overlap, vel_i, omega_i, vel_j, omega_j, mat_j, mass_j, slots_in, slots_out,
+                 depth=None):
+        """(force on particle i from one contact, the torque about i's centre, the friction slot it
+        took or None). n points i -> j; ``arm``: from i's centre to the contact point (halfway to j's
+        centre between particles; see voxel_corners); ``depth``: its geometric depth (the overlap
+        unless given), which its slot is ranked by."""
         xi = self._stored_spring(slots_in, key, n)
         force, couple, xi = self._contact_law(self.model.particle_body[i], n, arm, overlap, vel_i, omega_i, vel_j,
                                               omega_j, mat_j, mass_j, xi)
-        count = slots_out[2]
-        if count < FRICTION_SLOTS:
-            slots_out[0][count] = key
-            slots_out[1][count] = xi
-            slots_out[2] = count + 1
-        return force, np.cross(arm, force) + couple  # the normal force's couple is zero for arm || n
+        slot = self._take_slot(slots_out, key, np.float32(overlap if depth is None else depth))
+        if slot is not None:
+            slots_out[0][slot] = key
+            slots_out[1][slot] = xi
+        return force, np.cross(arm, force) + couple, slot  # the normal force's couple is zero for arm || n
 
     def _voxel_pair(self, i, j, pos, vel, state, asleep, slots_in, permitted_in, slots_out, touched_next, force,
                     torque):
@@ -283,14 +308,13 @@ class ReferenceEngine(StateMixin):
         law_depth = depth
         if depth > permitted:
             law_depth = 0.0 if parting_fast else permitted
-        before = slots_out[2]
-        f, t = self._contact(i, j, n, arm, law_depth, vel[i], omega_i, vel_j, omega_j,
-                             self._particle_material(j), self._contact_mass(bj), slots_in, slots_out)
-        if slots_out[2] > before:
-            slots_out[4][before] = permitted
+        f, t, slot = self._contact(i, j, n, arm, law_depth, vel[i], omega_i, vel_j, omega_j,
+                                   self._particle_material(j), self._contact_mass(bj), slots_in, slots_out, depth)
+        if slot is not None:
+            slots_out[4][slot] = permitted
             # the damping cap counts the pair for its share (40_contacts.cl voxel_pair_contact)
             slots_out[3] += share - 1.0
-            self._record(i, before, slots_in, j, n, bj, point - self.x[b], depth, point - self.x[bj], share,
+            self._record(i, slot, slots_in, j, n, bj, point - self.x[b], depth, point - self.x[bj], share,
                          self._particle_material(j), closing)
         force[i] += share * f
         torque[i] += share * t
@@ -366,7 +390,8 @@ class ReferenceEngine(StateMixin):
             omega_i = state.angular_velocity[b]
             slots_in = (self.history_key[i], self.history_xi[i])
             # keys, springs, slots used, count adjustment, permitted push-out depths (voxel pairs)
-            slots_out = [new_key[i], new_xi[i], 0, 0.0, new_permitted[i]]
+            # and each slot's contact's depth (_take_slot)
+            slots_out = [new_key[i], new_xi[i], 0, 0.0, new_permitted[i], np.zeros(FRICTION_SLOTS, np.float32)]
             for j in by_particle.get(int(i), ()):
                 delta = pos[j] - pos[i]
                 dist = np.linalg.norm(delta)
@@ -391,13 +416,12 @@ class ReferenceEngine(StateMixin):
                         touched_next[bj] = True
                 # the pair's one contact point, halfway between the centres (equal, opposite, collinear
                 # forces: angular momentum kept with friction)
-                before = slots_out[2]
-                f, t = self._contact(i, j, n, 0.5 * dist * n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
-                                     self._particle_material(j), mass_j, slots_in, slots_out)
-                if not self.settings.contact_springs and slots_out[2] > before:
+                f, t, slot = self._contact(i, j, n, 0.5 * dist * n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
+                                           self._particle_material(j), mass_j, slots_in, slots_out)
+                if not self.settings.contact_springs and slot is not None:
                     # without springs the solve holds it too (40_contacts.cl particle_pair_contact)
                     point = pos[i] + 0.5 * dist * n
-                    self._record(i, before, slots_in, j, n, bj, offset_world[i] + 0.5 * dist * n, 2 * r - dist,
+                    self._record(i, slot, slots_in, j, n, bj, offset_world[i] + 0.5 * dist * n, 2 * r - dist,
                                  point - self.x[bj] if bj != STATIC_BODY else zero, 1.0, self._particle_material(j),
                                  (vel[i] + np.cross(omega_i, 0.5 * dist * n) - vel[j]) @ n)
                 force[i] += f
@@ -411,11 +435,10 @@ class ReferenceEngine(StateMixin):
                 depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r, sphere)
                 if height < depth + self.margin * r + self._speculative_growth(
                         (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g]):
-                    before = slots_out[2]
-                    f, t = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i], omega_i,
-                                         zero, zero, m.plane_material[g], None, slots_in, slots_out)
-                    if slots_out[2] > before:
-                        self._record(i, before, slots_in, plane_key(g), -m.plane_normal[g], STATIC_BODY,
+                    f, t, slot = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i],
+                                               omega_i, zero, zero, m.plane_material[g], None, slots_in, slots_out)
+                    if slot is not None:
+                        self._record(i, slot, slots_in, plane_key(g), -m.plane_normal[g], STATIC_BODY,
                                      offset_world[i] + arm, depth - height, zero, 1.0, m.plane_material[g],
                                      (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g])
                     force[i] += f
@@ -480,11 +503,10 @@ class ReferenceEngine(StateMixin):
                         edge_points.append(q)
                 else:
                     face_contacts += 1
-                before = slots_out[2]
-                f, tq = self._contact(i, -2 - m.plane_count - int(t), n, arm, depth - dist, vel_i, omega_i,
-                                      v_tri, np.zeros(3), m.triangle_material[t], None, slots_in, slots_out)
-                if slots_out[2] > before:
-                    self._record(i, before, slots_in, -2 - m.plane_count - int(t), n, STATIC_BODY, offset_i + arm,
+                f, tq, slot = self._contact(i, -2 - m.plane_count - int(t), n, arm, depth - dist, vel_i, omega_i,
+                                            v_tri, np.zeros(3), m.triangle_material[t], None, slots_in, slots_out)
+                if slot is not None:
+                    self._record(i, slot, slots_in, -2 - m.plane_count - int(t), n, STATIC_BODY, offset_i + arm,
                                  depth - dist, v_tri, 1.0, m.triangle_material[t],
                                  (vel_i + np.cross(omega_i, arm) - v_tri) @ n)
                 force[i] += f
@@ -507,7 +529,9 @@ class ReferenceEngine(StateMixin):
             warm[:3] -= (warm[:3] @ n) * n  # friction in the contact's tangent plane now
         self.new_history_impulse[i, slot] = warm
         material_i = self.model.body_material[self.model.particle_body[i]]
-        self.records.setdefault(int(i), []).append(
+        records = self.records.setdefault(int(i), [])
+        records[:] = [record for record in records if record[11] != slot]  # a weaker contact's slot taken
+        records.append(
             [np.asarray(n, float), int(other), np.asarray(arm_i, float), float(depth), np.asarray(arm_j, float),
              float(share), float(self.params.friction[material_i, material_j]),
              float(self.params.restitution[material_i, material_j]), float(impact), warm[:3], float(warm[3]),
