@@ -355,7 +355,7 @@ __kernel void take_colour(
 // 62_pair_solve.cl solves one after another. One work-item: colour_limit is a few dozen at most.
 __kernel void start_colours(
     const int colour_limit,
-    __global int *pair_totals,
+    __global const int *pair_totals,
     __global int *colour_start)
 {
     if (get_global_id(0) != 0) return;
@@ -366,7 +366,6 @@ __kernel void start_colours(
     }
     colour_start[colour_limit] = start;
     colour_start[colour_limit + 1] = pair_totals[0];
-    pair_totals[OVERFLOW_PAIRS] = 0;
 }
 
 // Each colour's pairs gathered in colour_pairs from colour_start[colour], and the overflow's from

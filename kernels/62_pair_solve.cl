@@ -129,135 +129,6 @@ inline void centre_friction(__global const int *records, int count, int stride, 
     }
 }
 
-// One pair's pass (the kernel below: a colour's pairs, or the overflow's one after another)
-inline void solve_pair(
-    int g,
-    const int solve_kind,
-    const int max_pairs,
-    const int history_stride,
-    const float substep,
-    const float4 solve_constants,
-    __global const int *pair_other,
-    __global const int *body_impact,
-    __global const int *pair_record_start,
-    __global const int *pair_record_count,
-    __global const int *pair_records,
-    __global float4 *solve_record,
-    __global const float *body_mass,
-    __global const float *body_inv_inertia,
-    __global float4 *body_position,
-    __global float4 *body_orientation,
-    __global float4 *body_momentum,
-    __global float4 *body_angular_momentum,
-    __global float4 *body_velocity,
-    __global float4 *body_angular_velocity,
-    __global float4 *history_impulse_out,
-    __global const float4 *start_position,
-    __global const float4 *start_orientation,
-    __global const float4 *detect_position,
-    __global const float4 *detect_orientation)
-{
-    int b = g / max_pairs, c = pair_other[g];
-    int stride = history_stride;
-    // solve_kind: the pass's kind (above), plus SOLVE_PASS_BACKWARD for a sweep from the pair's last
-    // point to its first
-    int kind = solve_kind & (SOLVE_PASS_BACKWARD - 1);
-    bool backward = solve_kind & SOLVE_PASS_BACKWARD;
-    bool warm = kind == 0, relax = kind == 2, restitution = kind == 3;
-    bool struck = body_impact[b] || (c >= 0 && body_impact[c]);
-    if (restitution && !struck) return;  // no impact on either body: nothing to part
-    // the points one after another, every other substep last to first (the host adds
-    // SOLVE_PASS_BACKWARD): the first point takes more of a pass than the last, and always the same
-    // first point tilted every stacked pair the same way (a 40-cube column crept 10 cm in 3 s;
-    // alternating, 1 mm)
-    // soft contacts, but rigid where either body takes an impact this substep: a soft contact
-    // under an impact's load gives way (its leak) and the impact's rebound with it (a cube dropped
-    // on a resting one rebounded at 0.75-0.88 of its restitution)
-    float4 constants = solve_constants;
-    if (struck) constants.w = 1.0f;
-    SolveBody A = solve_body(b, body_velocity, body_angular_velocity, body_orientation, body_mass, body_inv_inertia);
-    SolveBody B = solve_body(c, body_velocity, body_angular_velocity, body_orientation, body_mass, body_inv_inertia);
-    if (c >= 0) {
-        // c takes each impulse at the world point b's arm reaches, not at its own arm from the
-        // detection: the two part as the bodies move, and an impulse pair at two points turns the
-        // pair (a glancing impact lost 3-5 % of its angular momentum). The point is where the
-        // bodies were at the substep's start for the passes that move them (the substep's
-        // positions follow from its final velocities), where they are now for the relax and
-        // restitution passes (after that move); while detecting every substep the start is the
-        // detection, whose arms already meet.
-        if (relax || restitution) {
-            B.arms_now = 1;
-            B.from_a = body_position[b].xyz - body_position[c].xyz;
-        }
-#if SUBSTEPS_PER_DETECTION > 1
-        else {
-            B.arms_now = 1;
-            B.from_a = start_position[b].xyz - start_position[c].xyz;
-        }
-#endif
-    }
-#if SUBSTEPS_PER_DETECTION > 1
-    // contacts detected once per step: each record's depth at the substep's start follows from the
-    // two bodies' motion since the detection (Box2D's relative anchors; the normal stays)
-    float3 moved_a = start_position[b].xyz - detect_position[b].xyz;
-    float4 turned_a = quat_multiply(start_orientation[b], quat_conjugate(detect_orientation[b]));
-    float3 moved_b = (float3)(0.0f);
-    float4 turned_b = (float4)(0.0f, 0.0f, 0.0f, 1.0f);
-    if (c >= 0) {
-        moved_b = start_position[c].xyz - detect_position[c].xyz;
-        turned_b = quat_multiply(start_orientation[c], quat_conjugate(detect_orientation[c]));
-    }
-#endif
-    float3 impulse = (float3)(0.0f), moment_a = (float3)(0.0f), moment_b = (float3)(0.0f);
-    __global const int *records = pair_records + pair_record_start[g];
-    int record_count = pair_record_count[g];
-    for (int t = 0; t < record_count; ++t) {
-        int slot = records[backward ? record_count - 1 - t : t];  // k * stride + i: friction slot k of particle i
-        int k = slot / stride, i = slot - k * stride;
-        __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
-        float3 n = r[0].xyz;
-        float4 lambda = r[3 * stride];
-        float3 j;
-        if (warm) {
-            j = -lambda.w * n + lambda.xyz;
-        } else {
-            float depth_shift = 0.0f;
-#if SUBSTEPS_PER_DETECTION > 1
-            float3 arm_a = r[stride].xyz;
-            float3 shift = moved_a + quat_rotate(turned_a, arm_a) - arm_a;
-            if (c >= 0) {
-                float3 arm_b = r[2 * stride].xyz;
-                shift -= moved_b + quat_rotate(turned_b, arm_b) - arm_b;
-            }
-            depth_shift = dot(shift, n);
-#endif
-            float4 next = restitution
-                        ? restitution_impulse(r, stride, A, B, substep, constants.x, depth_shift)
-                        : solve_record_impulse(r, stride, A, B, substep, constants, relax, depth_shift);
-            j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
-            r[3 * stride] = next;
-            r[4 * stride].w = fmax(r[4 * stride].w, next.w);  // the most it carried since its detection
-            history_impulse_out[slot] = next;
-        }
-        impulse += j;
-        moment_a += cross(r[stride].xyz, j);
-        float3 arm_b = (c >= 0) ? other_arm(r, stride, B) : r[2 * stride].xyz;  // (static: its velocity, unused)
-        moment_b -= cross(arm_b, j);
-        if (!warm) move_pair(&A, &B, r[stride].xyz, arm_b, j);
-    }
-    // friction after the normals, in the relax passes (Box2D's order)
-    if (relax)
-        centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, &impulse,
-                        &moment_a, &moment_b);
-    bool move = kind < 2;  // relax and restitution: velocities only
-    change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
-                        body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity);
-    if (c >= 0)
-        change_body_momenta(c, -impulse, moment_b, substep, move, body_mass, body_inv_inertia, body_position,
-                            body_orientation, body_momentum, body_angular_momentum, body_velocity,
-                            body_angular_velocity);
-}
-
 __kernel void solve_pair_contacts(
     const int solve_colour,
     const int solve_kind,
@@ -291,10 +162,106 @@ __kernel void solve_pair_contacts(
     // the launch (sized from the last detection's count) leaves; the overflow (solve_colour ==
     // colour_limit, launched as one work-item) one after another in slot order
     int end = colour_start[solve_colour + 1];
-    for (int at = colour_start[solve_colour] + get_global_id(0); at < end; at += get_global_size(0))
-        solve_pair(colour_pairs[at], solve_kind, max_pairs, history_stride, substep, solve_constants,
-                   pair_other, body_impact, pair_record_start, pair_record_count, pair_records, solve_record,
-                   body_mass, body_inv_inertia, body_position, body_orientation, body_momentum,
-                   body_angular_momentum, body_velocity, body_angular_velocity, history_impulse_out,
-                   start_position, start_orientation, detect_position, detect_orientation);
+    for (int at = colour_start[solve_colour] + get_global_id(0); at < end; at += get_global_size(0)) {
+        int g = colour_pairs[at];
+        int b = g / max_pairs, c = pair_other[g];
+        int stride = history_stride;
+        // solve_kind: the pass's kind (above), plus SOLVE_PASS_BACKWARD for a sweep from the pair's last
+        // point to its first
+        int kind = solve_kind & (SOLVE_PASS_BACKWARD - 1);
+        bool backward = solve_kind & SOLVE_PASS_BACKWARD;
+        bool warm = kind == 0, relax = kind == 2, restitution = kind == 3;
+        bool struck = body_impact[b] || (c >= 0 && body_impact[c]);
+        if (restitution && !struck) continue;  // no impact on either body: nothing to part
+        // the points one after another, every other substep last to first (the host adds
+        // SOLVE_PASS_BACKWARD): the first point takes more of a pass than the last, and always the same
+        // first point tilted every stacked pair the same way (a 40-cube column crept 10 cm in 3 s;
+        // alternating, 1 mm)
+        // soft contacts, but rigid where either body takes an impact this substep: a soft contact
+        // under an impact's load gives way (its leak) and the impact's rebound with it (a cube dropped
+        // on a resting one rebounded at 0.75-0.88 of its restitution)
+        float4 constants = solve_constants;
+        if (struck) constants.w = 1.0f;
+        SolveBody A = solve_body(b, body_velocity, body_angular_velocity, body_orientation, body_mass, body_inv_inertia);
+        SolveBody B = solve_body(c, body_velocity, body_angular_velocity, body_orientation, body_mass, body_inv_inertia);
+        if (c >= 0) {
+            // c takes each impulse at the world point b's arm reaches, not at its own arm from the
+            // detection: the two part as the bodies move, and an impulse pair at two points turns the
+            // pair (a glancing impact lost 3-5 % of its angular momentum). The point is where the
+            // bodies were at the substep's start for the passes that move them (the substep's
+            // positions follow from its final velocities), where they are now for the relax and
+            // restitution passes (after that move); while detecting every substep the start is the
+            // detection, whose arms already meet.
+            if (relax || restitution) {
+                B.arms_now = 1;
+                B.from_a = body_position[b].xyz - body_position[c].xyz;
+            }
+    #if SUBSTEPS_PER_DETECTION > 1
+            else {
+                B.arms_now = 1;
+                B.from_a = start_position[b].xyz - start_position[c].xyz;
+            }
+    #endif
+        }
+    #if SUBSTEPS_PER_DETECTION > 1
+        // contacts detected once per step: each record's depth at the substep's start follows from the
+        // two bodies' motion since the detection (Box2D's relative anchors; the normal stays)
+        float3 moved_a = start_position[b].xyz - detect_position[b].xyz;
+        float4 turned_a = quat_multiply(start_orientation[b], quat_conjugate(detect_orientation[b]));
+        float3 moved_b = (float3)(0.0f);
+        float4 turned_b = (float4)(0.0f, 0.0f, 0.0f, 1.0f);
+        if (c >= 0) {
+            moved_b = start_position[c].xyz - detect_position[c].xyz;
+            turned_b = quat_multiply(start_orientation[c], quat_conjugate(detect_orientation[c]));
+        }
+    #endif
+        float3 impulse = (float3)(0.0f), moment_a = (float3)(0.0f), moment_b = (float3)(0.0f);
+        __global const int *records = pair_records + pair_record_start[g];
+        int record_count = pair_record_count[g];
+        for (int t = 0; t < record_count; ++t) {
+            int slot = records[backward ? record_count - 1 - t : t];  // k * stride + i: friction slot k of particle i
+            int k = slot / stride, i = slot - k * stride;
+            __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
+            float3 n = r[0].xyz;
+            float4 lambda = r[3 * stride];
+            float3 j;
+            if (warm) {
+                j = -lambda.w * n + lambda.xyz;
+            } else {
+                float depth_shift = 0.0f;
+    #if SUBSTEPS_PER_DETECTION > 1
+                float3 arm_a = r[stride].xyz;
+                float3 shift = moved_a + quat_rotate(turned_a, arm_a) - arm_a;
+                if (c >= 0) {
+                    float3 arm_b = r[2 * stride].xyz;
+                    shift -= moved_b + quat_rotate(turned_b, arm_b) - arm_b;
+                }
+                depth_shift = dot(shift, n);
+    #endif
+                float4 next = restitution
+                            ? restitution_impulse(r, stride, A, B, substep, constants.x, depth_shift)
+                            : solve_record_impulse(r, stride, A, B, substep, constants, relax, depth_shift);
+                j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
+                r[3 * stride] = next;
+                r[4 * stride].w = fmax(r[4 * stride].w, next.w);  // the most it carried since its detection
+                history_impulse_out[slot] = next;
+            }
+            impulse += j;
+            moment_a += cross(r[stride].xyz, j);
+            float3 arm_b = (c >= 0) ? other_arm(r, stride, B) : r[2 * stride].xyz;  // (static: its velocity, unused)
+            moment_b -= cross(arm_b, j);
+            if (!warm) move_pair(&A, &B, r[stride].xyz, arm_b, j);
+        }
+        // friction after the normals, in the relax passes (Box2D's order)
+        if (relax)
+            centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, &impulse,
+                            &moment_a, &moment_b);
+        bool move = kind < 2;  // relax and restitution: velocities only
+        change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
+                            body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity);
+        if (c >= 0)
+            change_body_momenta(c, -impulse, moment_b, substep, move, body_mass, body_inv_inertia, body_position,
+                                body_orientation, body_momentum, body_angular_momentum, body_velocity,
+                                body_angular_velocity);
+    }
 }

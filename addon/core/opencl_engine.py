@@ -655,7 +655,6 @@ class OpenCLEngine(StateMixin):
         first = self._totals_read is None
         if not first:
             self._take_totals()
-        slots = (_round_up(self.body_count * self.max_pairs),)
         while True:
             cl.enqueue_fill_buffer(self.queue, a["pair_totals"], np.int32(0), 0, totals.nbytes)
             cl.enqueue_fill_buffer(self.queue, a["body_impact"], np.int32(0), 0, 4 * self.body_count)
@@ -679,9 +678,7 @@ class OpenCLEngine(StateMixin):
                 break
             self._grow_pair_slots(int(totals[1]))
         if first:
-            self.colour_rounds = max(int(totals[4]), 1)
-            self.colour_limit = max(int(totals[3]), 1)
-            self._launch_counts = totals[PAIR_COLOUR_COUNTS:PAIR_COLOUR_COUNTS + totals[3]].astype(np.int64)
+            self._raise_colours(totals)
         self._set_argument("colour_limit", np.int32(self.colour_limit))
         one = ((1,), (1,))
         self._enqueue(self._kernels["start_colours"][parity], "start_colours", *one)
@@ -701,6 +698,11 @@ class OpenCLEngine(StateMixin):
             self.detections_with_dropped_pairs += 1
         if totals[1] >= self.max_pairs:
             self._grow_pair_slots(self.max_pairs + 1)
+        self._raise_colours(totals)
+
+    def _raise_colours(self, totals):
+        """The rounds and colours raised to what a detection's ``totals`` needed (both start from
+        1), and each colour's next launch sized from its count."""
         self.colour_rounds = max(self.colour_rounds, int(totals[4]))
         self.colour_limit = max(self.colour_limit, int(totals[3]))
         self._launch_counts = totals[PAIR_COLOUR_COUNTS:PAIR_COLOUR_COUNTS + totals[3]].astype(np.int64)
@@ -714,22 +716,26 @@ class OpenCLEngine(StateMixin):
                     "pair_rank", "colour_pairs", "pair_count", "max_pairs"))
         self._colour_kernels.clear()
 
+    def _last_totals(self):
+        """The last detection's pair totals once the device has them; None before any."""
+        if not self.solving or self._totals_read is None:
+            return None
+        self._totals_read.wait()
+        return self._pair_totals
+
     @property
     def colour_pair_counts(self) -> np.ndarray:
         """The pairs of each colour at the last detection (reads the device)."""
-        if not self.solving or self._totals_read is None:
+        totals = self._last_totals()
+        if totals is None:
             return np.zeros(0, np.int64)
-        self._totals_read.wait()
-        totals = self._pair_totals
         return totals[PAIR_COLOUR_COUNTS:PAIR_COLOUR_COUNTS + min(int(totals[3]), MAX_PAIR_COLOURS)].astype(np.int64)
 
     @property
     def overflow_pair_count(self) -> int:
         """The pairs the last detection's overflow held (reads the device)."""
-        if not self.solving or self._totals_read is None:
-            return 0
-        self._totals_read.wait()
-        return int(self._pair_totals[OVERFLOW_PAIRS])
+        totals = self._last_totals()
+        return 0 if totals is None else int(totals[OVERFLOW_PAIRS])
 
     def _enqueue_pair_solve(self, parity, detecting=True, last_of_detection=True):
         """The solve's launches (62_pair_solve.cl): the warm start, the solve passes and the relax

@@ -85,8 +85,6 @@ class ReferenceEngine(StateMixin):
         self.solve_passes = self.settings.solve_passes
         # the velocity solve (Rigid Voxels); it reads a voxel pair's record on the lower body's side only
         self.solving = self.solve_passes > 0
-        # c's arms from the detection while a pass acts at the arms b's reach now (_solve_pairs)
-        self._detection_arm_j = {}
         self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
         # what the detections so far needed, taken one detection late as the kernels read it
         # back (opencl_engine._colour_pairs): None before the first detection
@@ -535,7 +533,7 @@ class ReferenceEngine(StateMixin):
             [np.asarray(n, float), int(other), np.asarray(arm_i, float), float(depth), np.asarray(arm_j, float),
              float(share), float(self.params.friction[material_i, material_j]),
              float(self.params.restitution[material_i, material_j]), float(impact), warm[:3], float(warm[3]),
-             int(slot), 0.0])
+             int(slot), 0.0, np.asarray(arm_j, float)])  # [13]: c's arm at the detection ([4] may move)
 
     def _inverse_mass(self, b, arm, u):
         """Body b's inverse mass along u at arm (0 for a static side, b < 0; 60_solve.cl inverse_mass)."""
@@ -550,7 +548,7 @@ class ReferenceEngine(StateMixin):
         angular velocities given (60_solve.cl solve_record_impulse): closing at most what leaves it at
         the slop after the substep, a deeper one pushed out (but not while relaxing), soft below the
         slop (Box2D's soft step) unless ``rigid``. Friction is the manifold's (_centre_friction)."""
-        n, other, arm_i, depth, arm_j, share, _, _, _, _, normal, _, _ = record
+        n, other, arm_i, depth, arm_j, share, _, _, _, _, normal, _, _, _ = record
         depth += self._depth_shift(record, b)
         dt = self.params.substep
         slop = self.settings.solve_slop * self.model.particle_radius
@@ -573,7 +571,7 @@ class ReferenceEngine(StateMixin):
         detection and carried a normal impulse since is given the one that parts it at its
         restitution times that speed; any other point stops closing (as in a relax pass), so the
         bodies under a struck one hold while it rebounds. Rigid; the accumulated impulse >= 0."""
-        n, other, arm_i, depth, arm_j, share, _, restitution, impact, _, normal, _, carried = record
+        n, other, arm_i, depth, arm_j, share, _, restitution, impact, _, normal, _, carried, _ = record
         v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
         vn = (velocity[b] + np.cross(omega[b], arm_i) - v_j) @ n
         if impact > IMPACT_SPEED and carried > 0.0 and restitution > 0.0:
@@ -590,7 +588,7 @@ class ReferenceEngine(StateMixin):
         if self.settings.substeps_per_detection == 1:
             return 0.0
         n, other, arm_i = record[0], record[1], record[2]
-        arm_j = self._detection_arm_j.get(id(record), record[4])
+        arm_j = record[13]
 
         def moved(body, arm):
             turn = quaternion_to_matrix(self.q_start[body]) @ quaternion_to_matrix(self.q_detect[body]).T
@@ -718,10 +716,8 @@ class ReferenceEngine(StateMixin):
                 arms_now = c >= 0 and (not moving or self.settings.substeps_per_detection > 1)
                 if arms_now:
                     positions = self.x_start if moving else self.x
-                    detection_arms = [record[4] for _, record in listed]
                     for _, record in listed:
-                        # (the depth's shift still follows c's arm from the detection: _depth_shift)
-                        self._detection_arm_j[id(record)] = record[4]
+                        # (the depth's shift still follows c's arm from the detection, record[13])
                         record[4] = record[2] + positions[b] - positions[c]
                 # in sequence: every other substep last to first (62_pair_solve.cl SOLVE_PASS_BACKWARD),
                 # so the first point's larger share of a pass alternates across the manifold instead
@@ -756,9 +752,8 @@ class ReferenceEngine(StateMixin):
                     moment_b += moment_b_sum
                     moment_c += moment_c_sum
                 if arms_now:
-                    for (_, record), arm in zip(listed, detection_arms):
-                        record[4] = arm
-                    self._detection_arm_j.clear()
+                    for _, record in listed:
+                        record[4] = record[13]
                 move = kind in ("warm", "solve")  # relax and restitution: velocities only
                 self._change_momenta(b, impulse, moment_b, move, omega_start[b])
                 if c >= 0:
