@@ -71,12 +71,16 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     engine = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=geometry))
     particles, bodies = engine.particle_count, engine.body_count
     other = "voxels" if geometry == "particles" else "particles"
-    other_slots = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=other)).neighbour_slots
+    other_engine = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=other))
     difference = estimate_device_memory(particles, bodies, geometry) - estimate_device_memory(particles, bodies, other)
     solve_difference = solve_bytes_per_particle(geometry) - solve_bytes_per_particle(other)
     pair_difference = solve_bytes_per_body(geometry) - solve_bytes_per_body(other)
-    assert difference == (4 * particles * (engine.neighbour_slots - other_slots) + particles * solve_difference
-                          + bodies * pair_difference)
+    # the bodies' poses at the detection and at each substep's start (four float4s), where contacts
+    # are detected once every few substeps (Rigid Voxels by default)
+    pose_difference = 4 * 16 * ((engine.settings.substeps_per_detection > 1)
+                                - (other_engine.settings.substeps_per_detection > 1))
+    assert difference == (4 * particles * (engine.neighbour_slots - other_engine.neighbour_slots)
+                          + particles * solve_difference + bodies * (pair_difference + pose_difference))
     assert engine.arguments["neighbour_list"].size == 4 * particles * engine.neighbour_slots
     # the velocity solve's records: counted for Rigid Voxels, which solve (settings.solve_passes)
     assert (engine.arguments["solve_record"].size >= 16 * 5 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
@@ -89,3 +93,40 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     assert (engine.arguments["pair_records"].size >= 4 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
     assert estimate_device_memory(particles, bodies) == max(estimate_device_memory(particles, bodies, g)
                                                             for g in CONTACT_GEOMETRIES)
+
+
+@pytest.mark.parametrize("geometry", ["particles", "voxels"])
+def test_the_estimate_adds_up_the_buffers_the_engine_allocates(geometry):
+    """Every buffer that grows with the particles or bodies is a row of DEVICE_BUFFERS, allocated at
+    the row's size, and the estimate users see before simulating is those rows' sum (with the
+    geometry's default settings, the largest it allocates) and the grid's buckets: a buffer added
+    without a row, or a row's size unlike its allocation's, fails here."""
+    import pyopencl as cl
+
+    from addon.core import SimulationSettings
+    from addon.core.opencl_engine import (DEVICE_BUFFERS, FIXED_SIZE_BUFFERS, GRID_BYTES_PER_PARTICLE,
+                                          PLACEHOLDER_BYTES, SCAN_GROUP_ITEMS, ByParity, estimate_device_memory,
+                                          table_bytes)
+
+    engine = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=geometry))
+    particles, bodies, counts = engine.particle_count, engine.body_count, engine.buffer_counts
+    buffers = {}  # each distinct buffer (a double buffer's two once) by the names it is bound under
+    for name, value in engine.arguments.items():
+        for buffer in value if isinstance(value, ByParity) else (value,):
+            if isinstance(buffer, cl.Buffer):
+                buffers.setdefault(buffer.int_ptr, (buffer.size, set()))[1].add(name)
+    row_names = {name: row for row in DEVICE_BUFFERS
+                 for name in ((row.name + "_in", row.name + "_out") if row.double else (row.name,))}
+    unlisted = [names for _size, names in buffers.values() if not names <= set(row_names) | set(FIXED_SIZE_BUFFERS)]
+    assert not unlisted, f"buffers neither in DEVICE_BUFFERS nor in FIXED_SIZE_BUFFERS: {unlisted}"
+    bound = set().union(*(names for _size, names in buffers.values()))
+    assert set(row_names) <= bound, f"rows of DEVICE_BUFFERS the engine did not allocate: {set(row_names) - bound}"
+
+    grown = sum(size for size, names in buffers.values() if names <= set(row_names))
+    placeholders = sum(PLACEHOLDER_BYTES * (2 if row.double else 1) for row in DEVICE_BUFFERS if not row.nbytes(counts))
+    assert grown == table_bytes(counts) + placeholders
+    assert estimate_device_memory(particles, bodies, geometry) == table_bytes(counts) + particles * GRID_BYTES_PER_PARTICLE
+    # the grid's two bucket arrays: up to two buckets per particle (at least 64 particles' worth),
+    # padded to whole scan groups
+    grid = sum(size for size, names in buffers.values() if names & {"bucket_count", "scan_local"})
+    assert grid <= GRID_BYTES_PER_PARTICLE * max(particles, 64) + 2 * 4 * SCAN_GROUP_ITEMS
