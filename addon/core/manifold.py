@@ -25,6 +25,10 @@ MANIFOLD_GROUPS = 8
 # distance); voxel records lie 1-2 radii apart
 MANIFOLD_TOLERANCE = 0.5
 MANIFOLD_POINTS = 4  # Box3D's
+# The first point is chosen among those within this many particle radii of the deepest: Box3D's
+# tangent tie-break is meant for depths its few centimetres of speculative distance apart, and
+# ours reach a voxel and more (a cube landing on its edge kept its far side's points)
+MANIFOLD_DEPTH_BAND = 0.5
 
 
 def arbitrary_perpendicular(n: np.ndarray) -> np.ndarray:
@@ -67,7 +71,8 @@ def manifold_group(n, normals, leaders) -> int:
 
 def reduce_manifold(normals, points, depths, limit, radius) -> list[int]:
     """Indices (ascending) of the records kept: at most ``limit`` per group of normals.
-    normals (N, 3) unit, points (N, 3) contact points in one frame, depths (N,) > 0 touching."""
+    normals (N, 3) unit, points (N, 3) contact points in one frame, depths (N,) > 0 touching: how
+    deep each gets by the next detection (61_pair_colouring.cl depth_by_next_detection)."""
     count = len(depths)
     leaders = manifold_groups(normals)
     group = np.array([manifold_group(normals[t], normals, leaders) for t in range(count)], dtype=int)
@@ -84,11 +89,14 @@ def reduce_manifold(normals, points, depths, limit, radius) -> list[int]:
         def planar(v, n=n):
             return v - (v @ n) * n
 
-        # 1: the deepest, ties along a fixed tangent; its scores may be negative, so a later one
-        # must beat the best by (1 - MANIFOLD_PECKING) radii instead of the factor
+        # 1: the deepest, ties along a fixed tangent, among those within MANIFOLD_DEPTH_BAND of the
+        # deepest; its scores may be negative, so a later one must beat the best by
+        # (1 - MANIFOLD_PECKING) radii instead of the factor
         search = arbitrary_perpendicular(n)
-        first, best_score = members[0], depths[members[0]] + search @ points[members[0]]
-        for t in members[1:]:
+        deepest = max(depths[t] for t in members)
+        near = [t for t in members if depths[t] >= deepest - MANIFOLD_DEPTH_BAND * radius]
+        first, best_score = near[0], depths[near[0]] + search @ points[near[0]]
+        for t in near[1:]:
             s = depths[t] + search @ points[t]
             if s > best_score + (1.0 - MANIFOLD_PECKING) * radius:
                 first, best_score = t, s
@@ -130,4 +138,5 @@ def manifold_defines(radius: float) -> list[str]:
     return [f"-DMANIFOLD_POINTS={MANIFOLD_POINTS}", f"-DMANIFOLD_GROUPS={MANIFOLD_GROUPS}",
             f"-DMANIFOLD_NORMAL_COSINE={MANIFOLD_NORMAL_COSINE!r}f", f"-DMANIFOLD_PECKING={MANIFOLD_PECKING!r}f",
             f"-DMANIFOLD_TIE={float((1.0 - MANIFOLD_PECKING) * radius)!r}f",
+            f"-DMANIFOLD_DEPTH_BAND={float(MANIFOLD_DEPTH_BAND * radius)!r}f",
             f"-DMANIFOLD_TOLERANCE2={float((MANIFOLD_TOLERANCE * radius) ** 2)!r}f"]

@@ -322,6 +322,11 @@ class ReferenceEngine(StateMixin):
         30_colliders.cl speculative_growth)."""
         return min(max(closing, 0.0) * self.speculative_time, SPECULATIVE_REACH * self.model.particle_radius)
 
+    def _plane_speculative_growth(self, closing: float) -> float:
+        """A plane's: the whole way it closes until the next detection (30_colliders.cl
+        plane_speculative_growth)."""
+        return max(closing, 0.0) * self.speculative_time
+
     def _step(self):
         m = self.model
         pr = self.params
@@ -431,7 +436,7 @@ class ReferenceEngine(StateMixin):
             for g in range(m.plane_count):
                 height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
                 depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r, sphere)
-                if height < depth + self.margin * r + self._speculative_growth(
+                if height < depth + self.margin * r + self._plane_speculative_growth(
                         (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g]):
                     f, t, slot = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i],
                                                omega_i, zero, zero, m.plane_material[g], None, slots_in, slots_out)
@@ -676,7 +681,7 @@ class ReferenceEngine(StateMixin):
             return
         records = [record for _, record in listed]
         kept = reduce_manifold(np.array([r[0] for r in records]), np.array([r[2] for r in records]),
-                               np.array([r[3] for r in records]), MANIFOLD_POINTS,
+                               np.array([r[3] + r[8] * self.speculative_time for r in records]), MANIFOLD_POINTS,
                                self.model.particle_radius)
         for t, (i, record) in enumerate(listed):
             if t in kept:
