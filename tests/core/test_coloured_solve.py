@@ -179,11 +179,17 @@ def test_kernels_match_the_reference_when_a_body_outgrows_its_slots(monkeypatch)
 # assert_kernels_follow_the_solve_reference first fails; PoCL, the same over thread counts and body
 # lanes, not measured on a GPU), +- a block.
 COLLIDING_SCENE_PARTS_AT = {(1, 0.0): (60, 10), (4, 0.0): (70, 10)}
+# on a GPU (the H100 at 1e7c1f3) soft contacts part too: detected every substep by 20 (a colour's
+# count differs), every 4 by 40 (3.6e-5 m against the 3e-5 asked)
+COLLIDING_SCENE_PARTS_ON_A_GPU = {**COLLIDING_SCENE_PARTS_AT, (1, None): (20, 10), (4, None): (40, 10)}
+ON_A_GPU = os.environ.get("PRB_OPENCL_DEVICE", "cpu") != "cpu"  # tools/gpu_tests.py sets it
 PARTS = pytest.mark.xfail(strict=True, raises=KnownFailure, reason=XFAIL_COLLIDING_SCENE_PARTS)
+PARTS_ON_A_GPU = pytest.mark.xfail(ON_A_GPU, strict=True, raises=KnownFailure, reason=XFAIL_COLLIDING_SCENE_PARTS)
 
 
 @pytest.mark.parametrize("substeps_per_detection, hertz_fraction, substeps", [
-    (1, None, 50), (4, None, 50), pytest.param(1, 0.0, 100, marks=PARTS),
+    pytest.param(1, None, 50, marks=PARTS_ON_A_GPU), pytest.param(4, None, 50, marks=PARTS_ON_A_GPU),
+    pytest.param(1, 0.0, 100, marks=PARTS),
     pytest.param(4, 0.0, 100, marks=PARTS)])
 def test_kernels_match_the_reference_coloured_solve(substeps_per_detection, hertz_fraction, substeps):
     """The reference agreement's scene (20 colliding bodies of three materials, planes, static
@@ -206,7 +212,8 @@ def test_kernels_match_the_reference_coloured_solve(substeps_per_detection, hert
         parted_at, parting = None, None
     except AssertionError as failure:
         parted_at, parting = 10 * len(blocks), failure
-    band = COLLIDING_SCENE_PARTS_AT.get((substeps_per_detection, hertz_fraction))
+    bands = COLLIDING_SCENE_PARTS_ON_A_GPU if ON_A_GPU else COLLIDING_SCENE_PARTS_AT
+    band = bands.get((substeps_per_detection, hertz_fraction))
     with known_failure(parted_at=(parted_at, *band)) if band else nullcontext():
         assert parted_at is None, f"kernels and reference parted by substep {parted_at}: {parting}"
     assert solved > 0.0  # the solve gave impulses
@@ -227,9 +234,6 @@ def cubes_on_a_board(count):
                          material=material, corner_reach=1.0)
     builder.add_ground_plane(0.0, material=material)
     return builder
-
-
-ON_A_GPU = os.environ.get("PRB_OPENCL_DEVICE", "cpu") != "cpu"  # tools/gpu_tests.py sets it
 
 
 def test_a_body_with_more_pairs_than_its_slots_grows_them_and_everything_rests():
