@@ -71,9 +71,6 @@ inline bool manifold_open(__global const float4 *r, int t, int g, const float3 *
     return manifold_group(r[0].xyz, group_normals, groups) == g && !manifold_chosen(t, chosen, from, to);
 }
 
-// The records listed at records[0, count) cut to their manifolds' points in place, in their order:
-// the points kept count fully (share 1), the others' impulses are dropped (not applied, nor
-// warm-started at the next detection). Returns how many are kept.
 // How deep a record gets by the next detection if it keeps closing as fast as at its detection: a
 // speculative contact's points are ranked by it (a cube's edge closing at 20 m/s kept points of its
 // far side, a face further away, and went 19 cm into the ground)
@@ -82,6 +79,9 @@ inline float depth_by_next_detection(__global const float4 *r, int stride)
     return r[stride].w + r[4 * stride].z * SPECULATIVE_TIME;
 }
 
+// The records listed at records[0, count) cut to their manifolds' points in place, in their order:
+// the points kept count fully (share 1), the others' impulses are dropped (not applied, nor
+// warm-started at the next detection). Returns how many are kept.
 inline int reduce_pair_records(__global int *records, int count, int stride, __global float4 *solve_record,
                                __global float4 *history_impulse_out)
 {
