@@ -11,6 +11,12 @@ inline float speculative_growth(float closing, float r)
     return fmin(fmax(closing, 0.0f) * SPECULATIVE_TIME, SPECULATIVE_REACH * r);
 }
 
+// A triangle collider's: up to COLLIDER_SPECULATIVE_REACH radii, the reach its lookup covers
+inline float collider_speculative_growth(float closing, float r)
+{
+    return fmin(fmax(closing, 0.0f) * SPECULATIVE_TIME, COLLIDER_SPECULATIVE_REACH * r);
+}
+
 // A plane's: the whole way it closes until the next detection, however fast (no lookup bounds a
 // plane): capped at SPECULATIVE_REACH, a cube's edge closing at 20 m/s met the ground a detection
 // late and went 19 cm deep (Box2D: continuous collision against static bodies)
@@ -254,7 +260,8 @@ inline void collider_contacts(
                 float3 v_tri = bary.x * collider_velocity[tv.x].xyz + bary.y * collider_velocity[tv.y].xyz
                              + bary.z * collider_velocity[tv.z].xyz;
                 if (dist >= depth + SPECULATIVE_MARGIN * cc.radius
-                            + speculative_growth(dot(v_i + cross(w_i, arm) - v_tri, n), cc.radius)) continue;
+                            + collider_speculative_growth(dot(v_i + cross(w_i, arm) - v_tri, n), cc.radius))
+                    continue;
                 if (pass == 1) {
                     bool duplicate = false;
                     for (int e = 0; e < edge_contacts; ++e) {

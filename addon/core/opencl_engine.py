@@ -47,9 +47,10 @@ from .rotations import quaternion_to_matrix
 from .manifold import manifold_defines
 from .pair_colouring import (INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS,
                              SPARE_COLOUR_ROUNDS, TooManyPairs, grown_max_pairs)
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES,
-                       ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH, SimulationSettings,
-                       derive_contact_parameters, solve_softness, speculative_reach, speculative_time)
+from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
+                       MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
+                       SimulationSettings, collider_speculative_reach, derive_contact_parameters, solve_softness,
+                       speculative_time)
 from .state import BodyState, StateMixin
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, SUPPORT_SPHERE_REACH, collider_reach
 
@@ -402,7 +403,7 @@ class OpenCLEngine(StateMixin):
         material_count = len(model.materials)
         self.body_lanes = choose_body_lanes(model.body_particle_count, self.device_info.is_gpu)
         # how far colliders reach from a particle's centre: a define, and the triangle lookups' growth
-        self.collider_reach = collider_reach(model) + speculative_reach(self.settings) * model.particle_radius
+        self.collider_reach = collider_reach(model) + collider_speculative_reach(self.settings) * model.particle_radius
         options = [f"-DFRICTION_SLOTS={FRICTION_SLOTS}", f"-DNEIGHBOUR_SLOTS={self.neighbour_slots}",
                    f"-DMATERIAL_COUNT={material_count}", f"-DDAMPING_LIMIT={DAMPING_LIMIT!r}f",
                    f"-DROLLING_REGULARIZATION={ROLLING_REGULARIZATION!r}f", f"-DROTATION_SWEEPS={ROTATION_SWEEPS}",
@@ -419,6 +420,7 @@ class OpenCLEngine(StateMixin):
                    f"-DSPECULATIVE_MARGIN={float(self.settings.speculative_margin)!r}f",
                    f"-DSPECULATIVE_TIME={float(speculative_time(self.settings, self.params.substep))!r}f",
                    f"-DSPECULATIVE_REACH={float(SPECULATIVE_REACH)!r}f",
+                   f"-DCOLLIDER_SPECULATIVE_REACH={float(COLLIDER_SPECULATIVE_REACH)!r}f",
                    f"-DWHOLE_VOXEL_REACH={WHOLE_VOXEL_REACH!r}f", f"-DEDGE_AXIS_BIAS={EDGE_AXIS_BIAS!r}f",
                    f"-DFACE_COMPONENT_FRACTION={FACE_COMPONENT_FRACTION!r}f",
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",

@@ -29,10 +29,10 @@ from .model import STATIC_BODY, Model, body_extents
 from .manifold import MANIFOLD_POINTS, manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import INITIAL_MAX_PAIRS, SPARE_COLOUR_ROUNDS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import (DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, MANIFOLD_RESTITUTION_PASSES,
-                       ROLLING_REGULARIZATION, ROTATION_SWEEPS,
-                       SPECULATIVE_REACH, SimulationSettings, derive_contact_parameters,
-                       solve_softness, speculative_reach, speculative_time)
+from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
+                       MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
+                       SimulationSettings, collider_speculative_reach, derive_contact_parameters, solve_softness,
+                       speculative_time)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
 
@@ -68,7 +68,7 @@ class ReferenceEngine(StateMixin):
         self.history_permitted = np.zeros((m.particle_count, FRICTION_SLOTS))
         self.dynamic = m.particle_body != STATIC_BODY
         # speculative contacts reach the margin, and its growth with the closing speed, further
-        self.colliders = ColliderMotion(m, collider_reach(m) + speculative_reach(self.settings) * m.particle_radius)
+        self.colliders = ColliderMotion(m, collider_reach(m) + collider_speculative_reach(self.settings) * m.particle_radius)
         self.extent = body_extents(m)
         self.quiet = np.zeros(m.body_count)  # seconds each body has been still (sleeping)
         # an awake body touched this sleeping one in the previous substep: it computes its contacts
@@ -322,6 +322,11 @@ class ReferenceEngine(StateMixin):
         30_colliders.cl speculative_growth)."""
         return min(max(closing, 0.0) * self.speculative_time, SPECULATIVE_REACH * self.model.particle_radius)
 
+    def _collider_speculative_growth(self, closing: float) -> float:
+        """A triangle collider's: up to COLLIDER_SPECULATIVE_REACH radii (30_colliders.cl
+        collider_speculative_growth)."""
+        return min(max(closing, 0.0) * self.speculative_time, COLLIDER_SPECULATIVE_REACH * self.model.particle_radius)
+
     def _plane_speculative_growth(self, closing: float) -> float:
         """A plane's: the whole way it closes until the next detection (30_colliders.cl
         plane_speculative_growth)."""
@@ -497,7 +502,8 @@ class ReferenceEngine(StateMixin):
                 if depth == -np.inf:
                     continue
                 v_tri = bary @ velocities[tri]
-                if dist >= depth + self.margin * r + self._speculative_growth((vel_i + np.cross(omega_i, arm) - v_tri) @ n):
+                if dist >= depth + self.margin * r + self._collider_speculative_growth(
+                        (vel_i + np.cross(omega_i, arm) - v_tri) @ n):
                     continue
                 if pass_ == 1:
                     if any(np.linalg.norm(e - q) < DUPLICATE_POINT_TOLERANCE * r for e in edge_points):

@@ -61,6 +61,12 @@ def speculative_reach(settings: "SimulationSettings") -> float:
     return settings.speculative_margin + (0.0 if settings.contact_springs else SPECULATIVE_REACH)
 
 
+def collider_speculative_reach(settings: "SimulationSettings") -> float:
+    """The same for triangle colliders, whose lookup is built to reach this far (planes have no
+    bound)."""
+    return settings.speculative_margin + (0.0 if settings.contact_springs else COLLIDER_SPECULATIVE_REACH)
+
+
 def solve_softness(substep: float, hertz_fraction: float) -> tuple[float, float]:
     """(bias rate in 1/s, mass scale) of the solve's soft contacts (Box2D's b2MakeSoft): a contact
     deeper than the slop by d is pushed out at bias rate x d, each pass reaching mass scale of the
@@ -85,6 +91,10 @@ SPECULATIVE_MARGIN = 0.25
 # collider lookups are built to cover (the margin grows face-on up to 1.5 radii, so a body of three
 # voxels across meets the ground from 24 m/s at 240 substeps per second detected every 4)
 SPECULATIVE_REACH = 1.5
+# Against triangle colliders (static: no neighbour list to grow) the growth reaches further: a
+# cube's edge closing at 20 m/s moves 2 radii between detections, and at 1.5 it met a mesh ground a
+# detection late and went 4-14 cm deep
+COLLIDER_SPECULATIVE_REACH = 4.0
 MAX_SOLVE_PASSES = 64
 # Restitution passes at a detection's last substep, with manifolds (62_pair_solve.cl restitution
 # kind): each pass moves a struck body's support a fraction of the way to holding it (a cube
