@@ -120,9 +120,8 @@ inline void lattice_axes(int b, Voxels vx, float3 *F)
 
 // The pair (i, j) of two bodies' whole voxels: box against box, computed with the lower body's
 // voxel first on both sides (the same axis, depth, point and share), the contact law at the one
-// point between them, its force and torque scaled by the share; whether they touch. Mirrors
-// ReferenceEngine._voxel_pair.
-inline bool voxel_pair_contact(
+// point between them, its force and torque scaled by the share. Mirrors ReferenceEngine._voxel_pair.
+inline void voxel_pair_contact(
     int i, int j, float3 p_i, float3 p_j, int body_i, int body_j, float3 v_i, float3 w_i, float2 mass_i,
     int mat_i, ContactConstants cc, NeighbourState ns, Voxels vx,
     __global const float2 *body_contact_mass, __global const float *pair_damping_ratio,
@@ -147,7 +146,7 @@ inline bool voxel_pair_contact(
                                &point, &share)
                   : voxel_pair(p_i, A, faces_i, p_j, B, faces_j, v_centre_i - v_centre_j, cc.radius, &n, &depth,
                                &point, &share)))
-        return false;
+        return;
     if (swapped) n = -n;
     float3 arm = point - p_i;
     float3 w_j = ns.body_angular_velocity[body_j].xyz;
@@ -186,7 +185,6 @@ inline bool voxel_pair_contact(
     }
     *force += share * f;
     *torque += share * t;
-    return true;
 }
 
 // The contact of particle i with the particle in bucket slot k (another body's), if they overlap.
@@ -210,11 +208,10 @@ inline void particle_pair_contact(
         // (this side then computes it, to wake it), and the pair's test runs once instead of twice
         if (body_i > body_j && !is_asleep(ns.body_quiet[body_j], ns.sleep)) return;
         float3 p_i = p_j - delta;
-        bool touching = voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx,
-                                           body_contact_mass, pair_damping_ratio, pair_friction, pair_rolling,
-                                           old_key, old_xi, stride, new_key, new_xi, slots, count_adjust,
-                                           solve_records, force, torque);
-        if (touching && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
+        // (a sleeper this side records is woken by its island, 63_islands.cl, not by the touch)
+        voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx, body_contact_mass,
+                           pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
+                           slots, count_adjust, solve_records, force, torque);
         return;
     }
 #endif
@@ -229,8 +226,11 @@ inline void particle_pair_contact(
     // the next detection
     if (dist >= (2.0f + SPECULATIVE_MARGIN) * cc.radius + speculative_growth(dot(v_i - v_j, n), cc.radius)) return;
 #endif
-    // an awake body touching a sleeping one makes it compute its contacts next substep
+#if !RIGID_VOXELS
+    // an awake body touching a sleeping one makes it compute its contacts next substep (the
+    // solve's sleepers are woken by their islands instead, 63_islands.cl)
     if (body_j != STATIC_BODY && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
+#endif
     // both sides act at the one point halfway between the centres, so the pair's forces are equal,
     // opposite and on one line: with friction the pair then keeps its angular momentum (at r n from
     // each centre the two points lie the overlap apart and the friction forces make a couple)

@@ -9,7 +9,7 @@ typedef struct {
     __global const float *body_inv_inertia;        // 9 per body, body frame, row-major
     __global const float2 *body_damping;           // per body: (linear, angular) fraction lost per second
     __global const float *body_extent;             // centre of mass to farthest particle surface
-    __global float *body_quiet;                    // seconds the body has been still (sleeping)
+    __global float *body_quiet;                    // how long the body has been still (sleep.y: asleep)
     __global float4 *body_position;
     __global float4 *body_orientation;
     __global float4 *body_momentum;
@@ -43,10 +43,25 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     __global const float *inv_inertia = body.body_inv_inertia + 9 * b;
     force += mass * gravity;
 
-    // sleeping: a still body stays put until it is accelerated (hit, or its support moved away)
     float extent = body.body_extent[b];
-    float acceleration = length(force) / mass + length(angular_velocity(q, inv_inertia, torque)) * extent;
     float quiet = body.body_quiet[b];
+#if RIGID_VOXELS
+    // sleeping with the solve (63_islands.cl): gravity is a body's only force, so stillness is read
+    // from the velocities the last substep's solve left; quiet counts still substeps up to one
+    // short of sleep.y, and the body's island puts it to sleep. A sleeper stays put until an awake
+    // partner wakes it (touched); it then counts from 0, as Box2D's woken island does, and moves
+    // with the momenta it took while held (60_solve.cl hold_impulse).
+    if (is_asleep(quiet, sleep)) {
+        if (!touched) return;
+        quiet = 0.0f;
+    } else if (sleep.x > 0.0f) {
+        float speed = length(body.body_velocity[b].xyz) + length(body.body_angular_velocity[b].xyz) * extent;
+        quiet = (speed < sleep.x) ? fmin(quiet + 1.0f, sleep.y - 1.0f) : 0.0f;
+    }
+    body.body_quiet[b] = quiet;
+#else
+    // sleeping: a still body stays put until it is accelerated (hit, or its support moved away)
+    float acceleration = length(force) / mass + length(angular_velocity(q, inv_inertia, torque)) * extent;
     bool accelerated = acceleration >= sleep.z;
     if (is_asleep(quiet, sleep)) {
         bool contacts_skipped = sleep.w > 0.0f && !touched;
@@ -56,6 +71,7 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
         }
         quiet = 0.0f;
     }
+#endif
 
     float3 P = body.body_momentum[b].xyz + force * substep;
     float3 L = body.body_angular_momentum[b].xyz + torque * substep;
@@ -78,6 +94,7 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     float4 turn = quat_multiply(q, quat_conjugate(body.build_orientation[b]));
     float moved = length(x - body.build_position[b].xyz) + 2.0f * length(turn.xyz) * extent;
     if (moved > rebuild_distance) *next_rebuild = 1;  // every writer stores the same value
+#if !RIGID_VOXELS
     bool still = sleep.x > 0.0f && !accelerated && length(v) + length(w) * extent < sleep.x;
     quiet = still ? quiet + substep : 0.0f;
     body.body_quiet[b] = quiet;
@@ -85,6 +102,7 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
         stop_body(b, body);  // falls asleep now
         return;
     }
+#endif
     body.body_momentum[b] = (float4)(P, 0.0f);
     body.body_angular_momentum[b] = (float4)(L, 0.0f);
     body.body_velocity[b] = (float4)(v, 0.0f);

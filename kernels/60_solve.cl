@@ -50,6 +50,25 @@ inline SolveBody solve_body(int body, __global const float4 *body_velocity, __gl
     return s;
 }
 
+// A sleeping body as a pass sees it: held like a static side (63_islands.cl), its records' arms
+// still its own, so that the awake side of the pair meets it where it lies
+inline void hold_still(SolveBody *s)
+{
+    s->v = s->w = s->inv_inertia_x = s->inv_inertia_y = s->inv_inertia_z = (float3)(0.0f);
+    s->inv_mass = 0.0f;
+}
+
+// What a held sleeper takes from a pass: its momenta only, kept until it wakes (it is woken at the
+// next detection, integrate_bodies), so the impulses an awake body met while the sleeper held
+// still move it then and momentum is kept (a domino falling on a sleeping one hands it its push);
+// its velocities stay zero, so nothing sees it move while it sleeps
+inline void hold_impulse(int b, float3 impulse, float3 moment, __global float4 *body_momentum,
+                         __global float4 *body_angular_momentum)
+{
+    body_momentum[b] += (float4)(impulse, 0.0f);
+    body_angular_momentum[b] += (float4)(moment, 0.0f);
+}
+
 // The change of the body's angular velocity that angular impulse L makes
 inline float3 inverse_inertia_times(SolveBody s, float3 L)
 {

@@ -20,13 +20,14 @@
 #define COLOUR_MASK_WORDS (MAX_PAIR_COLOURS / 32)
 
 // The pair a record of body b belongs to (the other body, or STATIC_BODY for every static side),
-// or NOT_A_PAIR: an empty slot, the higher body's mirror of a lower one's record (the voxel
-// contacts give both sides the same normal, depth, point and share), or a sleeping partner's (a
-// sleeping body's contacts wait until it wakes)
+// or NOT_A_PAIR: an empty slot, or the higher body's mirror of a lower one's record (the voxel
+// contacts give both sides the same normal, depth, point and share). A sleeping partner's record
+// is the awake side's, whichever is lower: the sleeper computed none (40_contacts.cl), and holds
+// as a static side until it wakes (62_pair_solve.cl)
 #define NOT_A_PAIR (-2)
 inline int record_pair(int b, int other, __global const float *body_quiet, float4 sleep)
 {
-    if (other == NO_RECORD || (other >= 0 && (other < b || is_asleep(body_quiet[other], sleep)))) return NOT_A_PAIR;
+    if (other == NO_RECORD || (other >= 0 && other < b && !is_asleep(body_quiet[other], sleep))) return NOT_A_PAIR;
     return (other >= 0) ? other : STATIC_BODY;
 }
 
@@ -190,6 +191,7 @@ __kernel void list_solve_pairs(
     __global float4 *history_impulse_out,
     __global const int *history_key_out,
     __global const float *body_quiet,
+    __global float *body_quiet_snapshot,  // written: body_quiet as listed (63_islands.cl reads it)
     __global int *pair_other,
     __global int *pair_count,
     __global int *pair_record_start,
@@ -203,6 +205,7 @@ __kernel void list_solve_pairs(
 {
     int b = get_global_id(0);
     if (b >= body_count) return;
+    body_quiet_snapshot[b] = body_quiet[b];
     for (int w = 0; w < COLOUR_MASK_WORDS; ++w) body_colours[b * COLOUR_MASK_WORDS + w] = 0u;
     __global int *other_of = pair_other + b * max_pairs;
     __global int *records_of = pair_record_count + b * max_pairs;

@@ -140,6 +140,8 @@ __kernel void solve_pair_contacts(
     __global const int *colour_pairs,
     __global const int *pair_other,
     __global const int *body_impact,
+    const float4 sleep,
+    __global const float *body_quiet,
     __global const int *pair_record_start,
     __global const int *pair_record_count,
     __global const int *pair_records,
@@ -184,6 +186,12 @@ __kernel void solve_pair_contacts(
         if (struck) constants.w = 1.0f;
         SolveBody A = solve_body(b, body_velocity, body_angular_velocity, body_orientation, body_mass, body_inv_inertia);
         SolveBody B = solve_body(c, body_velocity, body_angular_velocity, body_orientation, body_mass, body_inv_inertia);
+        // a body that fell asleep after this detection's listing (63_islands.cl), or a sleeping
+        // partner, holds like a static side: the pass moves the awake side only; two sleepers wait
+        bool a_sleeps = is_asleep(body_quiet[b], sleep), b_sleeps = c >= 0 && is_asleep(body_quiet[c], sleep);
+        if (a_sleeps && (c < 0 || b_sleeps)) continue;
+        if (a_sleeps) hold_still(&A);
+        if (b_sleeps) hold_still(&B);
         if (c >= 0) {
             // c takes each impulse at the world point b's arm reaches, not at its own arm from the
             // detection: the two part as the bodies move, and an impulse pair at two points turns the
@@ -257,9 +265,15 @@ __kernel void solve_pair_contacts(
             centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, &impulse,
                             &moment_a, &moment_b);
         bool move = kind < 2;  // relax and restitution: velocities only
-        change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
-                            body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity);
-        if (c >= 0)
+        if (a_sleeps)
+            hold_impulse(b, impulse, moment_a, body_momentum, body_angular_momentum);
+        else
+            change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
+                                body_orientation, body_momentum, body_angular_momentum, body_velocity,
+                                body_angular_velocity);
+        if (b_sleeps)
+            hold_impulse(c, -impulse, moment_b, body_momentum, body_angular_momentum);
+        else if (c >= 0)
             change_body_momenta(c, -impulse, moment_b, substep, move, body_mass, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);

@@ -213,16 +213,16 @@ class PRB_PT_scene(bpy.types.Panel):
             layout.prop(s, "particle_radius")
         layout.prop(s, "contact_geometry")
         geometry = CONTACT_GEOMETRY.get(s.contact_geometry)
-        # solved contacts have no stiffness, and do not sleep (core settings.derive_contact_parameters)
+        # solved contacts have no stiffness (core settings.derive_contact_parameters)
         if geometry is not None and geometry.springs:
             layout.prop(s, "stiffness_mode")
             if manual_stiffness(s):
                 layout.prop(s, "target_penetration")
-            layout.prop(s, "use_sleep")
-            if s.use_sleep:
-                col = layout.column(align=True)
-                col.prop(s, "sleep_speed")
-                col.prop(s, "sleep_time")
+        layout.prop(s, "use_sleep")
+        if s.use_sleep:
+            col = layout.column(align=True)
+            col.prop(s, "sleep_speed")
+            col.prop(s, "sleep_time")
         row = layout.row(align=True)
         row.prop(s, "device")
         row.operator("prb.refresh_devices", text="", icon="FILE_REFRESH")

@@ -182,9 +182,10 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
                     + ". ".join(f"{g.label}: {g.summary}; {g.cost}" for g in CONTACT_GEOMETRY.values()))
     use_sleep: BoolProperty(
         name="Sleeping", default=_SIMULATION.sleep_speed > 0 and _SIMULATION.sleep_time > 0,
-        description="Let bodies that have come to rest stop exactly (Blender's rigid bodies call it deactivation); "
-                    "they wake when hit or when what they rest on moves away. " + _springs_only().replace(
-                        "no stiffness", "they do not sleep"))
+        description="Let bodies that have come to rest stop exactly (Blender's rigid bodies call it deactivation): "
+                    "a settled pile then costs almost nothing. Bodies that touch fall asleep together once all of "
+                    "them are still, and wake when something awake touches them. Not while an animated collider "
+                    "moves"))
     sleep_speed: FloatProperty(
         name="Sleep Speed", default=_SIMULATION.sleep_speed, min=1e-4, soft_max=1.0, unit="VELOCITY",
         precision=3, description="A body whose fastest point moves slower than this is still")

@@ -49,7 +49,8 @@ from .pair_colouring import (INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, OVERFLOW_PAIRS
                              SPARE_COLOUR_ROUNDS, TooManyPairs, grown_max_pairs)
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
                        MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
-                       SimulationSettings, collider_speculative_reach, derive_contact_parameters, solve_softness,
+                       SimulationSettings, collider_speculative_reach, derive_contact_parameters, sleep_argument,
+                       solve_softness, speculative_reach,
                        speculative_time)
 from .state import BodyState, StateMixin
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, SUPPORT_SPHERE_REACH, collider_reach
@@ -82,6 +83,8 @@ STAGES = (
     Stage("61_pair_colouring.cl", ("list_solve_pairs", "bid_for_colour", "take_colour", "start_colours",
                                    "gather_colour_pairs", "sort_overflow_pairs")),
     Stage("62_pair_solve.cl", ("solve_pair_contacts",)),
+    # after a detection's first substep: islands of touching bodies sleep together
+    Stage("63_islands.cl", ("spread_island_quiet", "settle_islands")),
 )
 SOLVE_KERNELS = tuple(kernel for stage in STAGES if stage.number >= 60 for kernel in stage.kernels)
 # the same OpenCL C on every device, macOS's included (device.py refuses a device below it)
@@ -224,6 +227,7 @@ DEVICE_BUFFERS = (
     DeviceBuffer("body_damping", BODY, 8),
     DeviceBuffer("body_extent", BODY, 4),
     DeviceBuffer("body_quiet", BODY, 4),
+    DeviceBuffer("body_quiet_snapshot", BODY, 4, solve_only=True),
     DeviceBuffer("body_touched", BODY, 4, double=True),
     DeviceBuffer("build_position", BODY, 16),
     DeviceBuffer("build_orientation", BODY, 16),
@@ -572,6 +576,7 @@ class OpenCLEngine(StateMixin):
         a["body_damping"] = table("body_damping", np.ascontiguousarray(damping, dtype=np.float32))
         a["body_extent"] = table("body_extent", body_extents(m).astype(np.float32))
         a["body_quiet"] = table("body_quiet", np.float32(0))
+        a["body_quiet_snapshot"] = table("body_quiet_snapshot", np.float32(0))
         # "an awake body touched this sleeping one": written by the contacts of one substep, read by
         # the next
         self._table_double_buffer("body_touched", np.int32(0))
@@ -594,6 +599,7 @@ class OpenCLEngine(StateMixin):
 
         # triangle colliders
         self.colliders = ColliderMotion(m, self.collider_reach)
+        self.sleep = sleep_argument(self.params, self.solving, self.colliders.moving)
         triangle_vertices = np.zeros((m.triangle_count, 4), dtype=np.int32)
         triangle_vertices[:, :3] = m.mesh_triangles
         triangle_vertices[:, 3] = m.triangle_material
@@ -644,8 +650,7 @@ class OpenCLEngine(StateMixin):
             terminal_speed=np.float32(pr.terminal_speed),
             # sleeping bodies skip their contacts unless an awake body touches them; a moving
             # collider would not wake them, so not while colliders move
-            sleep=np.array([pr.sleep_speed, pr.sleep_time, pr.wake_acceleration,
-                            0.0 if self.colliders.moving else 1.0], dtype=np.float32),
+            sleep=self.sleep,
             neighbour_reach2=np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2),
             # the geometry's rebuild fraction of the skin: under half, both bodies of a pair may move that far
             rebuild_distance=np.float32(self.rebuild_fraction * diameter * self.neighbour_skin),
@@ -673,6 +678,8 @@ class OpenCLEngine(StateMixin):
             "integrate_bodies": ((_round_up(body_count, BODY_GROUP_SIZE // self.body_lanes) * self.body_lanes,),
                                  (BODY_GROUP_SIZE,)),
             "list_solve_pairs": ((_round_up(body_count),), None),
+            "spread_island_quiet": ((_round_up(body_count),), None),
+            "settle_islands": ((_round_up(body_count),), None),
         }
         # what a substep enqueues, in order: (kernel's two instances, global size, local size, name);
         # the solve's launches follow them (_enqueue_pair_solve)
@@ -908,6 +915,9 @@ class OpenCLEngine(StateMixin):
             for colour, (global_size, local_size) in enumerate(sizes):
                 self._enqueue(self._colour_kernel("solve_pair_contacts", colour, kind, parity),
                               "solve_pair_contacts", global_size, local_size)
+        if detecting and self.sleep[0] > 0.0:
+            for name in ("spread_island_quiet", "settle_islands"):
+                self._enqueue(self._kernels[name][parity], name, *self._work_sizes[name])
 
     @property
     def rebuilds(self) -> int:

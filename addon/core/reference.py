@@ -31,8 +31,8 @@ from .pair_colouring import INITIAL_MAX_PAIRS, SPARE_COLOUR_ROUNDS, colour_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
                        MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
-                       SimulationSettings, collider_speculative_reach, derive_contact_parameters, solve_softness,
-                       speculative_time)
+                       SimulationSettings, collider_speculative_reach, derive_contact_parameters, sleep_argument,
+                       solve_softness, speculative_time)
 from .state import BodyState, StateMixin
 from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
 
@@ -70,7 +70,10 @@ class ReferenceEngine(StateMixin):
         # speculative contacts reach the margin, and its growth with the closing speed, further
         self.colliders = ColliderMotion(m, collider_reach(m) + collider_speculative_reach(self.settings) * m.particle_radius)
         self.extent = body_extents(m)
-        self.quiet = np.zeros(m.body_count)  # seconds each body has been still (sleeping)
+        # how long each body has been still (SimulationSettings.sleep_speed): seconds with springs,
+        # substeps with the solve, asleep from sleep[1] on (settings.sleep_argument)
+        self.sleep = sleep_argument(self.params, self.settings.solve_passes > 0, self.colliders.moving)
+        self.quiet = np.zeros(m.body_count)
         # an awake body touched this sleeping one in the previous substep: it computes its contacts
         self.touched = np.zeros(m.body_count, dtype=bool)
         # each body's mass over its contacts in the previous substep, capped at the flat-face
@@ -93,6 +96,8 @@ class ReferenceEngine(StateMixin):
         self.pairs = None  # the last substep's coloured pairs (pair_colouring.SolvePairs)
         # per friction slot: the contact's impulses at the end of the substep (tangential, normal)
         self.history_impulse = np.zeros((m.particle_count, FRICTION_SLOTS, 4))
+        # the bodies a solve pass holds like static sides: the sleeping ones (62_pair_solve.cl)
+        self.held = np.zeros(m.body_count, dtype=bool)
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -110,6 +115,9 @@ class ReferenceEngine(StateMixin):
         return quaternion_to_matrix(self.q[b])
 
     def _inverse_inertia(self, b):
+        """Body b's world inverse inertia as the solve sees it (zero while held, self.held)."""
+        if self.held[b]:
+            return np.zeros((3, 3))
         rot = self._rotation(b)
         return rot @ self.model.body_inv_inertia_local[b] @ rot.T
 
@@ -120,7 +128,13 @@ class ReferenceEngine(StateMixin):
     def body_state(self) -> BodyState:
         m = self.model
         omega = np.array([self._omega(b) for b in range(m.body_count)]).reshape(-1, 3)
-        return BodyState(self.x.copy(), self.q.copy(), self.P / m.body_mass[:, None], omega)
+        velocity = self.P / m.body_mass[:, None]
+        if self.solving:
+            # a sleeper is still, whatever momenta it took while held (_hold_impulse)
+            asleep = self._is_asleep(self.quiet)
+            velocity[asleep] = 0.0
+            omega[asleep] = 0.0
+        return BodyState(self.x.copy(), self.q.copy(), velocity, omega)
 
     def particle_kinematics(self):
         """World positions and velocities of all particles, and the world offsets from their COM."""
@@ -289,8 +303,6 @@ class ReferenceEngine(StateMixin):
         n, depth, point, share = contact
         if swapped:
             n = -n
-        if asleep[bj] and not asleep[b]:
-            touched_next[bj] = True
         arm = point - pos[i]
         omega_i, omega_j = state.angular_velocity[b], state.angular_velocity[bj]
         point_velocity_j = state.velocity[bj] + np.cross(omega_j, point - self.x[bj])
@@ -352,10 +364,7 @@ class ReferenceEngine(StateMixin):
             force[:] = 0.0  # the solve alone holds the contacts (40_contacts.cl RIGID_VOXELS)
             torque[:] = 0.0
         self._integrate(force, torque, offset_world)
-        # what this detection touched, read by the first substep after the next detection (the
-        # kernels' double buffer swaps once per detection; later substeps read it cleared)
         last_of_step = (self.substeps_done + 1) % every == 0
-        self.touched = self.touched_next if last_of_step else np.zeros(m.body_count, dtype=bool)
         if self.solving:
             if detecting:
                 self.pairs = self._colour_solve_pairs()
@@ -365,6 +374,11 @@ class ReferenceEngine(StateMixin):
                 kinds += ["restitution"] * MANIFOLD_RESTITUTION_PASSES
             for kind in kinds:
                 self._solve_pairs(kind)
+            if detecting and self.sleep[0] > 0:
+                self._sleep_islands()
+        # what this detection touched, read by the first substep after the next detection (the
+        # kernels' double buffer swaps once per detection; later substeps read it cleared)
+        self.touched = self.touched_next if last_of_step else np.zeros(m.body_count, dtype=bool)
         self.history_impulse = self.new_history_impulse
         self.time += dt
         self.substeps_done += 1
@@ -420,8 +434,8 @@ class ReferenceEngine(StateMixin):
                     omega_j, mass_j = zero, None
                 else:
                     omega_j, mass_j = state.angular_velocity[bj], self._contact_mass(bj)
-                    if asleep[bj] and not asleep[b]:
-                        touched_next[bj] = True
+                    if asleep[bj] and not asleep[b] and not self.solving:
+                        touched_next[bj] = True  # (the solve's sleepers: woken by their islands)
                 # the pair's one contact point, halfway between the centres (equal, opposite, collinear
                 # forces: angular momentum kept with friction)
                 f, t, slot = self._contact(i, j, n, 0.5 * dist * n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
@@ -548,7 +562,7 @@ class ReferenceEngine(StateMixin):
 
     def _inverse_mass(self, b, arm, u):
         """Body b's inverse mass along u at arm (0 for a static side, b < 0; 60_solve.cl inverse_mass)."""
-        if b < 0:
+        if b < 0 or self.held[b]:
             return 0.0
         rot = self._rotation(b)
         c = np.cross(arm, u)
@@ -629,6 +643,7 @@ class ReferenceEngine(StateMixin):
         each pair's (particle, record) on its lower body in walk order (``self.pair_records``)."""
         m = self.model
         awake = ~self._is_asleep(self.quiet)
+        self.quiet_listed = self.quiet.copy()  # 61_pair_colouring.cl body_quiet_snapshot
         # bodies taking an impact this substep: a record the solve gives restitution, on an awake
         # body, flags both its bodies (61_pair_colouring.cl list_solve_pairs)
         self.body_impact = np.zeros(m.body_count, dtype=bool)
@@ -649,8 +664,10 @@ class ReferenceEngine(StateMixin):
                     # by friction key (61_pair_colouring.cl list_solve_pairs): the slots follow the
                     # search order, which the kernels do not share
                     for record in sorted(self.records.get(i, ()), key=lambda r, i=i: self.history_key[i, r[11]]):
+                        # a sleeping partner's record is the awake side's, whichever is lower
+                        # (61_pair_colouring.cl record_pair)
                         other = record[1]
-                        if other < 0 or (other > b and awake[other]):
+                        if other < 0 or other > b or not awake[other]:
                             found.append((i, record))
             own.append(found)
         body_records = [[record[1] for _, record in found] for found in own]
@@ -705,17 +722,21 @@ class ReferenceEngine(StateMixin):
         "restitution" (_restitution_impulse)."""
         m = self.model
         pairs = self.pairs
+        self.held = self._is_asleep(self.quiet)
         # the colours one after another, then the overflow's pairs one after another
         for indices in [pairs.of_colour(colour) for colour in range(pairs.solved_colours)] + [pairs.overflow()]:
             for index in indices:
                 b, c = int(pairs.pair_body[index]), int(pairs.pair_other[index])
+                if self.held[b] and (c < 0 or self.held[c]):
+                    continue  # two sleepers (62_pair_solve.cl)
                 bodies = (b, c) if c >= 0 else (b,)
                 rigid = self.body_impact[b] or (c >= 0 and self.body_impact[c])  # 62_pair_solve.cl
                 if kind == "restitution" and not rigid:
                     continue  # no impact on either body: nothing to part
                 # one point after another at full mass, each seeing the last one's impulse
-                velocity = {body: self.P[body] / m.body_mass[body] for body in bodies}
-                omega = {body: self._omega(body) for body in bodies}
+                velocity = {body: np.zeros(3) if self.held[body] else self.P[body] / m.body_mass[body]
+                            for body in bodies}
+                omega = {body: np.zeros(3) if self.held[body] else self._omega(body) for body in bodies}
                 omega_start = dict(omega)
                 impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
                 listed = self.pair_records[index]
@@ -766,17 +787,29 @@ class ReferenceEngine(StateMixin):
                     for _, record in listed:
                         record[4] = record[13]
                 move = kind in ("warm", "solve")  # relax and restitution: velocities only
-                self._change_momenta(b, impulse, moment_b, move, omega_start[b])
-                if c >= 0:
-                    self._change_momenta(c, -impulse, moment_c, move, omega_start[c])
+                for body, j, moment in ((b, impulse, moment_b), (c, -impulse, moment_c)):
+                    if body < 0:
+                        continue
+                    if self.held[body]:
+                        self._hold_impulse(body, j, moment)
+                    else:
+                        self._change_momenta(body, j, moment, move, omega_start[body])
+
+    def _hold_impulse(self, b, impulse, moment):
+        """A held sleeper takes a pass's impulse in its momenta only, kept until it wakes at the next
+        detection (60_solve.cl hold_impulse): momentum is kept, and nothing sees it move meanwhile."""
+        self.P[b] += impulse
+        self.L[b] += moment
 
     def _move_pair(self, b, c, arm_i, arm_j, j, velocity, omega):
         """The pair's velocities after impulse j on b at arm_i (and -j on c at arm_j)."""
         m = self.model
-        velocity[b] = velocity[b] + j / m.body_mass[b]
+        if not self.held[b]:
+            velocity[b] = velocity[b] + j / m.body_mass[b]
         omega[b] = omega[b] + self._inverse_inertia(b) @ np.cross(arm_i, j)
         if c >= 0:
-            velocity[c] = velocity[c] - j / m.body_mass[c]
+            if not self.held[c]:
+                velocity[c] = velocity[c] - j / m.body_mass[c]
             omega[c] = omega[c] - self._inverse_inertia(c) @ np.cross(arm_j, j)
 
     def _centre_friction(self, b, c, listed, velocity, omega):
@@ -845,7 +878,19 @@ class ReferenceEngine(StateMixin):
             acceleration = (np.linalg.norm(total_force) / m.body_mass[b]
                             + np.linalg.norm(inv_inertia_world @ total_torque) * self.extent[b])
             accelerated = acceleration >= pr.wake_acceleration
-            if self._is_asleep(self.quiet[b]):
+            if self.solving:
+                # with the solve (50_bodies.cl): still from the velocities the last substep's solve
+                # left, counted in substeps up to one short of sleep[1]; islands put bodies to sleep
+                # (_sleep_islands) and wake them (touched)
+                ready = self.sleep[1] - 1.0
+                if self._is_asleep(self.quiet[b]):
+                    if not self.touched[b]:
+                        continue  # held still, its momenta kept for its waking (_hold_impulse)
+                    self.quiet[b] = 0.0
+                elif self.sleep[0] > 0:
+                    speed = np.linalg.norm(self.P[b]) / m.body_mass[b] + np.linalg.norm(self._omega(b)) * self.extent[b]
+                    self.quiet[b] = min(self.quiet[b] + 1.0, ready) if speed < self.sleep[0] else 0.0
+            elif self._is_asleep(self.quiet[b]):
                 contacts_skipped = self.sleepers_skip() and not self.touched[b]
                 if contacts_skipped or not accelerated:
                     self._stop(b)
@@ -864,8 +909,10 @@ class ReferenceEngine(StateMixin):
                     self.P[b] *= pr.terminal_speed / speed
             self.x[b] += self.P[b] / m.body_mass[b] * dt
             self.q[b] = self._rotation_step(b, dt)
+            if self.solving:
+                continue
             speed = np.linalg.norm(self.P[b]) / m.body_mass[b] + np.linalg.norm(self._omega(b)) * self.extent[b]
-            still = pr.sleep_speed > 0 and not accelerated and speed < pr.sleep_speed
+            still = self.sleep[0] > 0 and not accelerated and speed < self.sleep[0]
             self.quiet[b] = self.quiet[b] + dt if still else 0.0
             if self._is_asleep(self.quiet[b]):
                 self._stop(b)  # falls asleep now
@@ -888,8 +935,28 @@ class ReferenceEngine(StateMixin):
         return q / np.linalg.norm(q)
 
     def _is_asleep(self, quiet):
-        """Whether bodies still for ``quiet`` seconds sleep (scalar or array; is_asleep in the kernels)."""
-        return (quiet >= self.params.sleep_time) & (self.params.sleep_speed > 0)
+        """Whether bodies still for ``quiet`` sleep (scalar or array; is_asleep in the kernels)."""
+        return (quiet >= self.sleep[1]) & (self.sleep[0] > 0)
+
+    def _sleep_islands(self):
+        """Islands of touching bodies sleep together (63_islands.cl): each pair the detection listed
+        lowers both bodies' still counts to the lesser as listed; an awake body wakes a sleeping
+        partner at the next detection (touched); then every awake body at the top of the count
+        sleeps."""
+        listed = self.quiet_listed
+        asleep = self._is_asleep(listed)
+        for b, c in zip(self.pairs.pair_body, self.pairs.pair_other):
+            b, c = int(b), int(c)
+            if c < 0:
+                continue
+            if asleep[c]:
+                self.touched_next[c] = True
+                continue
+            self.quiet[b] = min(self.quiet[b], listed[c])
+            self.quiet[c] = min(self.quiet[c], listed[b])
+        for b in np.flatnonzero(~self._is_asleep(self.quiet) & (self.quiet >= self.sleep[1] - 1.0)):
+            self.quiet[b] = self.sleep[1]  # falls asleep now, with its whole island
+            self._stop(b)
 
     def sleepers_skip(self) -> bool:
         """Sleeping bodies skip their contacts, except while colliders move (those would not wake them)."""

@@ -113,8 +113,10 @@ class SimulationSettings:
     substep: float | None = None  # seconds; None: the geometry's (ContactGeometry.substep) or from stiffness and mass
     terminal_speed: float = 0.0  # m/s, 0 = unlimited (the seed's momentum clamp)
     # Sleeping (Blender/Bullet call it deactivation): a body whose fastest point moves slower than
-    # sleep_speed, and which is not being accelerated, for sleep_time seconds stops moving until a
-    # contact or lost support accelerates it again. 0 turns it off.
+    # sleep_speed for sleep_time seconds stops moving. With springs (Particles) body by body, while
+    # not accelerated, until a contact or lost support accelerates it again; with the solve (Rigid
+    # Voxels) by islands of touching bodies, until an awake body touches one (63_islands.cl).
+    # 0 turns it off.
     sleep_speed: float = 0.02  # m/s
     sleep_time: float = 0.5  # s
     device: str | None = None  # OpenCL device selector, see core.device
@@ -383,10 +385,7 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         substep=dt,
         gravity=np.asarray(settings.gravity, dtype=np.float64),
         terminal_speed=float(settings.terminal_speed),
-        # sleeping needs springs: a body whose contacts are solved has gravity as its only force, so
-        # it never looks unaccelerated, and waking it (touched) while its partners sleep would need
-        # Box2D's islands (bodies that touch sleep together) to avoid waking each other in turn
-        sleep_speed=float(settings.sleep_speed) if settings.sleep_time > 0 and settings.contact_springs else 0.0,
+        sleep_speed=float(settings.sleep_speed) if settings.sleep_time > 0 else 0.0,
         sleep_time=float(settings.sleep_time),
         wake_acceleration=WAKE_ACCELERATION_FRACTION * max(float(np.linalg.norm(settings.gravity)), 1.0),
         materials=materials,
@@ -395,3 +394,19 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         rolling_friction=np.sqrt(np.outer(materials[:, 4], materials[:, 4])),
         restitution=e_pair,
     )
+
+
+def sleep_argument(params: ContactParameters, solving: bool, colliders_moving: bool) -> np.ndarray:
+    """The kernels' ``sleep`` (and the reference's): the speed under which a body is still (0: no
+    sleeping), what its quiet count reaches asleep, the acceleration that wakes it (springs), and
+    1 where a sleeper skips its contacts. With springs quiet counts seconds. With the solve it
+    counts substeps, exactly, so every device and the reference put a body to sleep at the same
+    substep; bodies sleep by islands (63_islands.cl), and not while colliders move (a moving
+    collider touching a sleeper would not wake it)."""
+    speed = params.sleep_speed
+    threshold = params.sleep_time
+    if solving:
+        threshold = float(max(2, round(params.sleep_time / params.substep)))
+        if colliders_moving:
+            speed = 0.0
+    return np.array([speed, threshold, params.wake_acceleration, 0.0 if colliders_moving else 1.0], dtype=np.float32)

@@ -200,9 +200,9 @@ def test_the_states_and_settings_draw_every_name_the_panels_use(states):
 @pytest.mark.parametrize("stiffness_mode", ["AUTO", "MANUAL"])
 @pytest.mark.parametrize("geometry", CONTACT_GEOMETRIES)
 def test_stiffness_is_drawn_only_where_contacts_are_springs(registered, geometry, stiffness_mode):
-    """Stiffness (and, set to Manual, its target) and Sleeping are rows of the Simulation panel only
-    for a contact geometry whose contacts are springs: solved contacts have no stiffness to set and
-    do not sleep."""
+    """Stiffness (and, set to Manual, its target) are rows of the Simulation panel only for a
+    contact geometry whose contacts are springs: solved contacts have no stiffness to set. Sleeping
+    is drawn for every geometry (Rigid Voxels sleep by islands)."""
     scene = fresh_scene(1, 4)
     s = scene.prb_settings
     s.contact_geometry, s.stiffness_mode = geometry, stiffness_mode
@@ -212,7 +212,8 @@ def test_stiffness_is_drawn_only_where_contacts_are_springs(registered, geometry
     assert (SCENE_SETTINGS, "contact_geometry") in drawn.props
     assert ((SCENE_SETTINGS, "stiffness_mode") in drawn.props) == springs
     assert ((SCENE_SETTINGS, "target_penetration") in drawn.props) == (springs and stiffness_mode == "MANUAL")
-    assert ((SCENE_SETTINGS, "use_sleep") in drawn.props) == springs
+    assert (SCENE_SETTINGS, "use_sleep") in drawn.props
+    assert ((SCENE_SETTINGS, "sleep_speed") in drawn.props) == s.use_sleep
 
 
 @pytest.mark.parametrize("draw, refused", [

@@ -84,10 +84,11 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     assert engine.arguments["neighbour_list"].size == 4 * particles * engine.neighbour_slots
     # the velocity solve's records: counted for Rigid Voxels, which solve (settings.solve_passes)
     assert (engine.arguments["solve_record"].size >= 16 * 5 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
-    # and the solve's pair lists, per body
+    # and the solve's pair lists and the islands' counts as listed, per body
     pair_lists = sum(engine.arguments[name].size for name in ("pair_other", "pair_record_start", "pair_record_count",
                                                               "pair_colour", "pair_rank", "colour_pairs", "pair_count",
-                                                              "pair_bid", "body_impact", "body_colours"))
+                                                              "pair_bid", "body_impact", "body_colours",
+                                                              "body_quiet_snapshot"))
     assert (pair_lists >= bodies * solve_bytes_per_body("voxels")) == (solve_bytes_per_body(geometry) > 0)
     # each pair's record list: a slot per friction slot of every particle
     assert (engine.arguments["pair_records"].size >= 4 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)

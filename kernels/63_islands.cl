@@ -1,0 +1,58 @@
+// Stage 63, islands (Rigid Voxels' sleeping; Box2D v3 puts islands to sleep, bodies joined by
+// touching contacts, once all of them have been still for b2_timeToSleep). Without island lists:
+// at each detection, after the solve, every body pair the detection listed lowers both bodies'
+// still-substep counts (body_quiet, which integrate_bodies counts up to one short of sleep.y) to
+// the lesser of the two as listed (body_quiet_snapshot), so a count travels one pair further
+// each detection and a still island's bodies reach the top together; then every body at the top
+// sleeps. A sleeper holds like a static side (62_pair_solve.cl) and computes no contacts
+// (40_contacts.cl) until an awake body's pair with it wakes it (Box2D: a contact that begins
+// touching with an awake body wakes the island): touched, it computes its contacts at the next
+// detection and integrate_bodies wakes it, and its own sleeping partners in turn at the detection
+// after, so an island wakes as a whole, a pair further each detection; while the wake travels an
+// awake body rests on a sleeper as on static ground.
+// Atomic minima and flags every writer sets alike: the same result in any order.
+
+__kernel void spread_island_quiet(
+    const int body_count,
+    const int max_pairs,
+    const float4 sleep,
+    __global const int *pair_other,
+    __global const int *pair_count,
+    __global const float *body_quiet_snapshot,
+    __global float *body_quiet,
+    __global int *body_touched_out)
+{
+    int b = get_global_id(0);
+    if (b >= body_count) return;
+    float own = body_quiet_snapshot[b];  // an awake body: a sleeper lists no pairs
+    // counts are >= 0, so their bits order as integers do
+    __global int *quiet_bits = (__global int *)body_quiet;
+    for (int p = 0; p < pair_count[b]; ++p) {
+        int c = pair_other[b * max_pairs + p];
+        if (c < 0) continue;  // static geometry joins no island
+        float theirs = body_quiet_snapshot[c];
+        if (is_asleep(theirs, sleep)) {
+            body_touched_out[c] = 1;
+            continue;
+        }
+        atomic_min(quiet_bits + b, as_int(theirs));
+        atomic_min(quiet_bits + c, as_int(own));
+    }
+}
+
+__kernel void settle_islands(
+    const int body_count,
+    const float4 sleep,
+    __global float *body_quiet,
+    __global float4 *body_momentum,
+    __global float4 *body_angular_momentum,
+    __global float4 *body_velocity,
+    __global float4 *body_angular_velocity)
+{
+    int b = get_global_id(0);
+    if (b >= body_count) return;
+    float quiet = body_quiet[b];
+    if (is_asleep(quiet, sleep) || quiet < sleep.y - 1.0f) return;
+    body_quiet[b] = sleep.y;  // falls asleep now, with its whole island
+    body_momentum[b] = body_angular_momentum[b] = body_velocity[b] = body_angular_velocity[b] = (float4)(0.0f);
+}
