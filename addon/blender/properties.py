@@ -183,9 +183,9 @@ class PRB_SceneSettings(bpy.types.PropertyGroup):
     use_sleep: BoolProperty(
         name="Sleeping", default=_SIMULATION.sleep_speed > 0 and _SIMULATION.sleep_time > 0,
         description="Let bodies that have come to rest stop exactly (Blender's rigid bodies call it deactivation): "
-                    "a settled pile then costs almost nothing. Bodies that touch fall asleep together once all of "
-                    "them are still, and wake when something awake touches them. Not while an animated collider "
-                    "moves"))
+                    "a settled pile then costs almost nothing. They wake when hit or when what they rest on moves "
+                    "away. With Rigid Voxels bodies that touch fall asleep together once all of them are still, "
+                    "and none sleeps while an animated collider moves")
     sleep_speed: FloatProperty(
         name="Sleep Speed", default=_SIMULATION.sleep_speed, min=1e-4, soft_max=1.0, unit="VELOCITY",
         precision=3, description="A body whose fastest point moves slower than this is still")
