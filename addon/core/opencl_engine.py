@@ -50,8 +50,7 @@ from .pair_colouring import (INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, OVERFLOW_PAIRS
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
                        MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
                        SimulationSettings, collider_speculative_reach, derive_contact_parameters, sleep_argument,
-                       solve_softness, speculative_reach,
-                       speculative_time)
+                       solve_softness, speculative_time)
 from .state import BodyState, StateMixin
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, SUPPORT_SPHERE_REACH, collider_reach
 

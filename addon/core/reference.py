@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, WHOLE_VOXEL_REACH, exposed_faces, is_voxel_pair,
+from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, exposed_faces, is_voxel_pair,
                           push_out_birth_depth, voxel_pair)
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
@@ -791,13 +791,16 @@ class ReferenceEngine(StateMixin):
                     if body < 0:
                         continue
                     if self.held[body]:
-                        self._hold_impulse(body, j, moment)
+                        # a free body's share of what the held one took (60_solve.cl hold_impulse)
+                        share = m.body_mass[body] / (m.body_mass[b] + m.body_mass[c])
+                        self._hold_impulse(body, share * j, share * moment)
                     else:
                         self._change_momenta(body, j, moment, move, omega_start[body])
 
     def _hold_impulse(self, b, impulse, moment):
-        """A held sleeper takes a pass's impulse in its momenta only, kept until it wakes at the next
-        detection (60_solve.cl hold_impulse): momentum is kept, and nothing sees it move meanwhile."""
+        """A held sleeper takes (a free body's share of) a pass's impulse in its momenta only, kept
+        until it wakes at the next detection (60_solve.cl hold_impulse): nothing sees it move
+        meanwhile."""
         self.P[b] += impulse
         self.L[b] += moment
 
