@@ -60,11 +60,8 @@ inline void hold_still(SolveBody *s)
 
 // What a held sleeper takes from a pass: its momenta only, kept until it wakes (it is woken at the
 // next detection, integrate_bodies), so the impulses an awake body met while the sleeper held
-// still move it then (a domino falling on a sleeping one hands it its push); its velocities stay
-// zero, so nothing sees it move while it sleeps. The caller passes the share a free body would
-// have taken, m_held / (m_held + m_other) of the impulse: held, the sleeper stops its partner as
-// if it were infinitely heavy (up to twice a free collision's impulse between equal masses), and
-// the whole of it kicked a woken stack into wobbling at 0.3-0.4 m/s in the 500-cube pile
+// still move it then and momentum is kept (a domino falling on a sleeping one hands it its push);
+// its velocities stay zero, so nothing sees it move while it sleeps
 inline void hold_impulse(int b, float3 impulse, float3 moment, __global float4 *body_momentum,
                          __global float4 *body_angular_momentum)
 {

@@ -265,18 +265,14 @@ __kernel void solve_pair_contacts(
             centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, &impulse,
                             &moment_a, &moment_b);
         bool move = kind < 2;  // relax and restitution: velocities only
-        if (a_sleeps) {  // (hold_impulse: a free body's share)
-            float share = body_mass[b] / (body_mass[b] + body_mass[c]);
-            hold_impulse(b, share * impulse, share * moment_a, body_momentum, body_angular_momentum);
-        }
+        if (a_sleeps)
+            hold_impulse(b, impulse, moment_a, body_momentum, body_angular_momentum);
         else
             change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);
-        if (b_sleeps) {
-            float share = body_mass[c] / (body_mass[b] + body_mass[c]);
-            hold_impulse(c, -share * impulse, share * moment_b, body_momentum, body_angular_momentum);
-        }
+        if (b_sleeps)
+            hold_impulse(c, -impulse, moment_b, body_momentum, body_angular_momentum);
         else if (c >= 0)
             change_body_momenta(c, -impulse, moment_b, substep, move, body_mass, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,

@@ -791,16 +791,13 @@ class ReferenceEngine(StateMixin):
                     if body < 0:
                         continue
                     if self.held[body]:
-                        # a free body's share of what the held one took (60_solve.cl hold_impulse)
-                        share = m.body_mass[body] / (m.body_mass[b] + m.body_mass[c])
-                        self._hold_impulse(body, share * j, share * moment)
+                        self._hold_impulse(body, j, moment)
                     else:
                         self._change_momenta(body, j, moment, move, omega_start[body])
 
     def _hold_impulse(self, b, impulse, moment):
-        """A held sleeper takes (a free body's share of) a pass's impulse in its momenta only, kept
-        until it wakes at the next detection (60_solve.cl hold_impulse): nothing sees it move
-        meanwhile."""
+        """A held sleeper takes a pass's impulse in its momenta only, kept until it wakes at the next
+        detection (60_solve.cl hold_impulse): momentum is kept, and nothing sees it move meanwhile."""
         self.P[b] += impulse
         self.L[b] += moment
 
