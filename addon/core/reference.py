@@ -71,8 +71,7 @@ class ReferenceEngine(StateMixin):
         self.colliders = ColliderMotion(m, collider_reach(m) + collider_speculative_reach(self.settings) * m.particle_radius)
         self.extent = body_extents(m)
         # how long each body has been still (SimulationSettings.sleep_speed): seconds with springs,
-        # substeps with the solve, asleep from sleep[1] on (settings.sleep_argument)
-        self.sleep = sleep_argument(self.params, self.settings.solve_passes > 0, self.colliders.moving)
+        # substeps with the solve, asleep from sleep[1] on (self.sleep)
         self.quiet = np.zeros(m.body_count)
         # an awake body touched this sleeping one in the previous substep: it computes its contacts
         self.touched = np.zeros(m.body_count, dtype=bool)
@@ -88,6 +87,7 @@ class ReferenceEngine(StateMixin):
         self.solve_passes = self.settings.solve_passes
         # the velocity solve (Rigid Voxels); it reads a voxel pair's record on the lower body's side only
         self.solving = self.solve_passes > 0
+        self.sleep = sleep_argument(self.params, self.solving, self.colliders.moving)
         self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
         # what the detections so far needed, taken one detection late as the kernels read it
         # back (opencl_engine._colour_pairs): None before the first detection
@@ -888,8 +888,8 @@ class ReferenceEngine(StateMixin):
                         continue  # held still, its momenta kept for its waking (_hold_impulse)
                     self.quiet[b] = 0.0
                 elif self.sleep[0] > 0:
-                    speed = np.linalg.norm(self.P[b]) / m.body_mass[b] + np.linalg.norm(self._omega(b)) * self.extent[b]
-                    self.quiet[b] = min(self.quiet[b] + 1.0, ready) if speed < self.sleep[0] else 0.0
+                    still = self._fastest_point_speed(b) < self.sleep[0]
+                    self.quiet[b] = min(self.quiet[b] + 1.0, ready) if still else 0.0
             elif self._is_asleep(self.quiet[b]):
                 contacts_skipped = self.sleepers_skip() and not self.touched[b]
                 if contacts_skipped or not accelerated:
@@ -911,11 +911,15 @@ class ReferenceEngine(StateMixin):
             self.q[b] = self._rotation_step(b, dt)
             if self.solving:
                 continue
-            speed = np.linalg.norm(self.P[b]) / m.body_mass[b] + np.linalg.norm(self._omega(b)) * self.extent[b]
-            still = self.sleep[0] > 0 and not accelerated and speed < self.sleep[0]
+            still = self.sleep[0] > 0 and not accelerated and self._fastest_point_speed(b) < self.sleep[0]
             self.quiet[b] = self.quiet[b] + dt if still else 0.0
             if self._is_asleep(self.quiet[b]):
                 self._stop(b)  # falls asleep now
+
+    def _fastest_point_speed(self, b):
+        """An upper bound on how fast any point of body b moves: what sleeping compares with
+        sleep_speed (50_bodies.cl)."""
+        return np.linalg.norm(self.P[b]) / self.model.body_mass[b] + np.linalg.norm(self._omega(b)) * self.extent[b]
 
     def _rotation_step(self, b, dt):
         """Body b's orientation after a torque-free substep with its angular momentum L: implicit
