@@ -208,7 +208,7 @@ inline void particle_pair_contact(
         // (this side then computes it, to wake it), and the pair's test runs once instead of twice
         if (body_i > body_j && !is_asleep(ns.body_quiet[body_j], ns.sleep)) return;
         float3 p_i = p_j - delta;
-        // (a sleeper this side records is woken by its island, 63_islands.cl, not by the touch)
+        // (a sleeper this side records is woken by the record, compute_contacts' woken_pass)
         voxel_pair_contact(i, j, p_i, p_j, body_i, body_j, v_i, w_i, mass_i, mat_i, cc, ns, vx, body_contact_mass,
                            pair_damping_ratio, pair_friction, pair_rolling, old_key, old_xi, stride, new_key, new_xi,
                            slots, count_adjust, solve_records, force, torque);
@@ -228,7 +228,7 @@ inline void particle_pair_contact(
 #endif
 #if !RIGID_VOXELS
     // an awake body touching a sleeping one makes it compute its contacts next substep (the
-    // solve's sleepers are woken by their islands instead, 63_islands.cl)
+    // solve's sleepers are woken by the records that reach them instead, compute_contacts)
     if (body_j != STATIC_BODY && !asleep_i && is_asleep(ns.body_quiet[body_j], ns.sleep)) body_touched_out[body_j] = 1;
 #endif
     // both sides act at the one point halfway between the centres, so the pair's forces are equal,
@@ -433,15 +433,27 @@ __kernel void compute_contacts(
     __global uchar *solve_count,             // records per particle
     __global const float4 *history_impulse_in,   // per friction slot: the contact's impulses (warm start)
     __global float4 *history_impulse_out,
-    __global const float *pair_restitution)
+    __global const float *pair_restitution,
+    __global int *body_reached,              // RIGID_VOXELS: the pass whose contacts a sleeper computes, 0: none
+    const int woken_pass)                    // k > 0: only the sleepers reached for pass k, lists not rebuilt
 {
     int s = get_global_id(0);
     if (s >= particle_count) return;
-    bool rebuilding = *rebuild != 0;
-    ContactConstants cc = {contact_constants.x, contact_constants.y, contact_constants.z, contact_constants.w};
     float4 own = sorted_position[s];
     int body_i = as_int(own.w);
     if (body_i == STATIC_BODY) return;
+#if RIGID_VOXELS
+    // Rigid Voxels wake a sleeper before the step of its impact (Box2D wakes a touched island in
+    // the collide phase, before the step's solve): the awake bodies' contacts (woken_pass 0) mark
+    // every sleeper their records reach for pass 1 (below), pass k computes the contacts of the
+    // sleepers marked k and marks those their records reach for k + 1, up to WAKE_PASSES, and
+    // integrate_bodies wakes every marked one, so they take the step's solve awake rather than
+    // holding like static ground for it. A body marked during a pass is not the pass's (its mark is
+    // 0 or the next pass's whichever a work-item reads): the same result in any order.
+    if (woken_pass && !(is_asleep(body_quiet[body_i], sleep) && body_reached[body_i] == woken_pass)) return;
+#endif
+    bool rebuilding = *rebuild != 0 && !woken_pass;
+    ContactConstants cc = {contact_constants.x, contact_constants.y, contact_constants.z, contact_constants.w};
     int i = sorted_particle[s];
     Colliders colliders = {plane_count, plane_point, plane_normal, plane_material, large_triangle_count,
                            triangle_inv_cell, triangle_mask, collider_tau, triangle_vertices, collider_vertex,
@@ -460,7 +472,7 @@ __kernel void compute_contacts(
 #if RIGID_VOXELS
     solve_count[i] = 0;
 #endif
-    bool with_contacts = !(asleep_i && sleep.w > 0.0f && !body_touched_in[body_i]);
+    bool with_contacts = woken_pass || !(asleep_i && sleep.w > 0.0f && !body_touched_in[body_i]);
     if (!with_contacts) {
         // a sleeping body nothing awake touched: no contacts to compute (what makes settled
         // piles cheap); its friction springs carry over unchanged
@@ -488,6 +500,14 @@ __kernel void compute_contacts(
     // the solve alone holds the contacts (ContactGeometry.springs False): their records stay
     force = (float3)(0.0f);
     torque = (float3)(0.0f);
+    if ((woken_pass || !asleep_i) && woken_pass < WAKE_PASSES && sleep.x > 0.0f) {
+        // every writer stores the same mark, on an unmarked sleeper only
+        for (int k = 0; k < solve_count[i]; ++k) {
+            int other = as_int(solve_record[k * SOLVE_FIELDS * history_stride + i].w);
+            if (other >= 0 && is_asleep(body_quiet[other], sleep) && body_reached[other] == 0)
+                body_reached[other] = woken_pass + 1;
+        }
+    }
 #endif
     // most particles touch nothing (free fall, a pile's inside): a byte instead of 32
     bool has_force = contact_count > 0 || any(force != 0.0f) || any(torque != 0.0f);

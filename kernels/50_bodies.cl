@@ -28,7 +28,8 @@ inline void stop_body(int b, BodyArrays body)
     body.body_angular_velocity[b] = (float4)(0.0f);
 }
 
-// touched: whether the body's contacts were computed although it sleeps (see compute_contacts)
+// touched: whether the body's contacts were computed although it sleeps (see compute_contacts;
+// Rigid Voxels: an awake body's records reached it at this detection)
 inline void integrate_body(int b, float3 force, float3 torque, float substep, float3 gravity,
                            float terminal_speed, float4 sleep, bool touched, bool rebuild,
                            float rebuild_distance, __global int *next_rebuild, BodyArrays body)
@@ -49,8 +50,8 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
     // sleeping with the solve (63_islands.cl): gravity is a body's only force, so stillness is read
     // from the velocities the last substep's solve left; quiet counts still substeps up to one
     // short of sleep.y, and the body's island puts it to sleep. A sleeper stays put until an awake
-    // partner wakes it (touched); it then counts from 0, as Box2D's woken island does, and moves
-    // with the momenta it took while held (60_solve.cl hold_impulse).
+    // body's records reach it, or a woken partner's (touched: 40_contacts.cl woken_pass); it then
+    // counts from 0, as Box2D's woken island does.
     if (is_asleep(quiet, sleep)) {
         if (!touched) return;
         quiet = 0.0f;
@@ -142,7 +143,8 @@ void integrate_bodies(
     __global float4 *start_position,     // written: the pose at the substep's start (SUBSTEPS_PER_DETECTION > 1)
     __global float4 *start_orientation,
     __global const float4 *detect_position,
-    __global const float4 *detect_orientation)
+    __global const float4 *detect_orientation,
+    __global int *body_reached)          // read and cleared: a sleeper an awake body's records reached
 {
     int lid = get_local_id(0);
     int lane = lid % BODY_LANES;
@@ -196,6 +198,10 @@ void integrate_bodies(
                        body_angular_velocity, build_position, build_orientation};
     bool touched = body_touched_in[b] != 0;
     body_touched_in[b] = 0;
+#if RIGID_VOXELS
+    touched = body_reached[b] != 0;  // (40_contacts.cl woken_pass)
+    body_reached[b] = 0;
+#endif
     integrate_body(b, force.xyz, torque.xyz, substep, gravity.xyz, terminal_speed, sleep, touched, rebuilt_here,
                    rebuild_distance, next_rebuild, body);
 }

@@ -58,17 +58,6 @@ inline void hold_still(SolveBody *s)
     s->inv_mass = 0.0f;
 }
 
-// What a held sleeper takes from a pass: its momenta only, kept until it wakes (it is woken at the
-// next detection, integrate_bodies), so the impulses an awake body met while the sleeper held
-// still move it then and momentum is kept (a domino falling on a sleeping one hands it its push);
-// its velocities stay zero, so nothing sees it move while it sleeps
-inline void hold_impulse(int b, float3 impulse, float3 moment, __global float4 *body_momentum,
-                         __global float4 *body_angular_momentum)
-{
-    body_momentum[b] += (float4)(impulse, 0.0f);
-    body_angular_momentum[b] += (float4)(moment, 0.0f);
-}
-
 // The change of the body's angular velocity that angular impulse L makes
 inline float3 inverse_inertia_times(SolveBody s, float3 L)
 {

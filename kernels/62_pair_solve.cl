@@ -265,15 +265,15 @@ __kernel void solve_pair_contacts(
             centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, &impulse,
                             &moment_a, &moment_b);
         bool move = kind < 2;  // relax and restitution: velocities only
-        if (a_sleeps)
-            hold_impulse(b, impulse, moment_a, body_momentum, body_angular_momentum);
-        else
+        // a held sleeper takes nothing: it wakes in the detection an awake body's records reach it,
+        // or one of its woken partners' WAKE_PASSES deep (40_contacts.cl woken_pass), so what holds
+        // still is at most a resting support; kept, a support's share of a resting load became a push
+        // at its waking (a stack at a 500-cube pile's edge wobbled apart at 0.5 m/s)
+        if (!a_sleeps)
             change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);
-        if (b_sleeps)
-            hold_impulse(c, -impulse, moment_b, body_momentum, body_angular_momentum);
-        else if (c >= 0)
+        if (c >= 0 && !b_sleeps)
             change_body_momenta(c, -impulse, moment_b, substep, move, body_mass, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);

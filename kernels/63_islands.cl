@@ -5,11 +5,12 @@
 // the lesser of the two as listed (body_quiet_snapshot), so a count travels one pair further
 // each detection and a still island's bodies reach the top together; then every body at the top
 // sleeps. A sleeper holds like a static side (62_pair_solve.cl) and computes no contacts
-// (40_contacts.cl) until an awake body's pair with it wakes it (Box2D: a contact that begins
-// touching with an awake body wakes the island): touched, it computes its contacts at the next
-// detection and integrate_bodies wakes it, and its own sleeping partners in turn at the detection
-// after, so an island wakes as a whole, a pair further each detection; while the wake travels an
-// awake body rests on a sleeper as on static ground.
+// (40_contacts.cl) until an awake body's records reach it (Box2D: a contact that begins touching
+// with an awake body wakes the island in the same step's collide phase): it then computes its
+// contacts in the same detection (compute_contacts' woken_pass) and integrate_bodies wakes it
+// before the solve, and its own sleeping partners in turn at the next detection, so an island wakes
+// as a whole, a pair further each detection; while the wake travels a woken body rests on a
+// sleeper as on static ground.
 // Atomic minima and flags every writer sets alike: the same result in any order.
 
 __kernel void spread_island_quiet(
@@ -19,8 +20,7 @@ __kernel void spread_island_quiet(
     __global const int *pair_other,
     __global const int *pair_count,
     __global const float *body_quiet_snapshot,
-    __global float *body_quiet,
-    __global int *body_touched_out)
+    __global float *body_quiet)
 {
     int b = get_global_id(0);
     if (b >= body_count) return;
@@ -31,10 +31,7 @@ __kernel void spread_island_quiet(
         int c = pair_other[b * max_pairs + p];
         if (c < 0) continue;  // static geometry joins no island
         float theirs = body_quiet_snapshot[c];
-        if (is_asleep(theirs, sleep)) {
-            body_touched_out[c] = 1;
-            continue;
-        }
+        if (is_asleep(theirs, sleep)) continue;  // woken when an awake body's records reach it
         atomic_min(quiet_bits + b, as_int(theirs));
         atomic_min(quiet_bits + c, as_int(own));
     }

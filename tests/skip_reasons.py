@@ -23,13 +23,6 @@ XFAIL_PILE_CENTRE = (
     "(2 iterations; 10 % asked; PoCL 1.126, the H200 1.140). Newton's pile still flows at 10 s (its "
     "mean speed 0.03-0.32 m/s over six seeds, Blender's Bullet 0.006-0.04): against Bullet on the same "
     "poses ours is within 2.2 % on every seed (test_the_1000_cube_pile_stands_at_bullets_shape)")
-XFAIL_STRAGGLER_TOPPLES = (
-    "Rigid Voxels, 500 cubes at restitution 0.2 on PoCL: at 8 s a 3-cube stack at the pile's edge is still "
-    "coming apart, its top cube at 0.52 m/s (0.5 m/s asked of every body; 97.4 % at rest). The chaotic pile's "
-    "trajectory changed with sleeping by islands (38 % of the pile asleep at 8 s); over seeds 1-6 the fastest "
-    "body at 8 s is 0.01-0.52 m/s with sleeping and 0.01-0.04 m/s without at this restitution, 0.02-0.49 and "
-    "0.02-2.58 m/s at restitution 0")
 # An xfail that may be non-strict (none now: every xfail is a known failure with its band)
 NON_STRICT_XFAIL_REASONS = ()
-ALLOWED_XFAIL_REASONS = (XFAIL_COLLIDING_SCENE_PARTS, XFAIL_PILE_CENTRE, XFAIL_STRAGGLER_TOPPLES,
-                         *NON_STRICT_XFAIL_REASONS)
+ALLOWED_XFAIL_REASONS = (XFAIL_COLLIDING_SCENE_PARTS, XFAIL_PILE_CENTRE, *NON_STRICT_XFAIL_REASONS)

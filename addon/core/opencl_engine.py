@@ -47,7 +47,7 @@ from .rotations import quaternion_to_matrix
 from .manifold import manifold_defines
 from .pair_colouring import (INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS,
                              SPARE_COLOUR_ROUNDS, TooManyPairs, grown_max_pairs)
-from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
+from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, WAKE_PASSES,
                        MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
                        SimulationSettings, collider_speculative_reach, derive_contact_parameters, sleep_argument,
                        solve_softness, speculative_time)
@@ -228,6 +228,7 @@ DEVICE_BUFFERS = (
     DeviceBuffer("body_quiet", BODY, 4),
     DeviceBuffer("body_quiet_snapshot", BODY, 4, solve_only=True),
     DeviceBuffer("body_touched", BODY, 4, double=True),
+    DeviceBuffer("body_reached", BODY, 4),
     DeviceBuffer("build_position", BODY, 16),
     DeviceBuffer("build_orientation", BODY, 16),
     # the poses at the detection and at each substep's start
@@ -429,7 +430,7 @@ class OpenCLEngine(StateMixin):
                    f"-DPARALLEL_EDGES={PARALLEL_EDGES!r}f", f"-DPUSH_OUT_SPEED={PUSH_OUT_SPEED!r}f",
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
                    f"-DSUBSTEPS_PER_DETECTION={self.settings.substeps_per_detection}",
-                   f"-DIMPACT_SPEED={IMPACT_SPEED!r}f",
+                   f"-DIMPACT_SPEED={IMPACT_SPEED!r}f", f"-DWAKE_PASSES={WAKE_PASSES}",
                    f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
                    f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", f"-DOVERFLOW_PAIRS={OVERFLOW_PAIRS}",
                    *manifold_defines(model.particle_radius),
@@ -450,6 +451,17 @@ class OpenCLEngine(StateMixin):
         for name, parameters in self.kernel_parameters.items():
             for index, parameter in enumerate(parameters):
                 self._argument_users.setdefault(parameter, []).append((self._kernels[name], index))
+        # compute_contacts' later launches of a detection (woken_pass k: the sleepers the launch
+        # before reached), their own instances so that no argument changes between the launches
+        self._woken_contacts = [(cl.Kernel(self.program, "compute_contacts"),
+                                 cl.Kernel(self.program, "compute_contacts")) for _ in range(WAKE_PASSES)]
+        for woken_pass, kernels in enumerate(self._woken_contacts, start=1):
+            for index, parameter in enumerate(self.kernel_parameters["compute_contacts"]):
+                if parameter == "woken_pass":
+                    for kernel in kernels:
+                        kernel.set_arg(index, np.int32(woken_pass))
+                else:
+                    self._argument_users[parameter].append((kernels, index))
         # every kernel argument by its parameter name: a buffer, a value, or a ByParity pair of them
         self.arguments: dict[str, object] = {}
         self.substep_parity = 0
@@ -579,6 +591,8 @@ class OpenCLEngine(StateMixin):
         # "an awake body touched this sleeping one": written by the contacts of one substep, read by
         # the next
         self._table_double_buffer("body_touched", np.int32(0))
+        # Rigid Voxels: the sleepers an awake body's records reached, woken in the same detection
+        a["body_reached"] = table("body_reached", np.int32(0))
         # neighbour lists: the rebuild flag (the first substep builds), rebuild counter, per bucket
         # slot the list, and per body the pose the lists were built from
         self._double_buffer("rebuild", "next_rebuild", buffer(np.array([1], np.int32)),
@@ -660,6 +674,7 @@ class OpenCLEngine(StateMixin):
             colour_limit=np.int32(1),  # set per detection by _colour_pairs
             # set per launch by _enqueue_pair_solve
             solve_colour=np.int32(0), solve_kind=np.int32(0), colour_round=np.int32(0),
+            woken_pass=np.int32(0),  # 1, 2, ... in the instances of _woken_contacts, set once
         )
         self._bind()
         particles = (_round_up(particle_count),)
@@ -684,6 +699,11 @@ class OpenCLEngine(StateMixin):
         # the solve's launches follow them (_enqueue_pair_solve)
         order = [name for name in LAUNCH_ORDER if name not in SOLVE_KERNELS]
         self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in order]
+        if self.solving and self.sleep[0] > 0.0:
+            # the sleepers the contacts' records reached compute theirs before the bodies integrate
+            at = order.index("compute_contacts") + 1
+            self._launches[at:at] = [(kernels, *self._work_sizes["compute_contacts"], "compute_contacts")
+                                     for kernels in self._woken_contacts]
         # between detections (substeps_per_detection > 1) a substep only integrates the bodies
         self._integrate_launches = [launch for launch in self._launches if launch[3] == "integrate_bodies"]
 

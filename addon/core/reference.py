@@ -29,7 +29,7 @@ from .model import STATIC_BODY, Model, body_extents
 from .manifold import MANIFOLD_POINTS, manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import INITIAL_MAX_PAIRS, SPARE_COLOUR_ROUNDS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
+from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, WAKE_PASSES,
                        MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
                        SimulationSettings, collider_speculative_reach, derive_contact_parameters, sleep_argument,
                        solve_softness, speculative_time)
@@ -75,6 +75,10 @@ class ReferenceEngine(StateMixin):
         self.quiet = np.zeros(m.body_count)
         # an awake body touched this sleeping one in the previous substep: it computes its contacts
         self.touched = np.zeros(m.body_count, dtype=bool)
+        # with the solve: the sleepers an awake body's records reached at this detection, directly
+        # (1) or through other such sleepers (2, ...), which compute their contacts in it and wake
+        # before its solve (40_contacts.cl woken_pass); 0: not reached
+        self.reached = np.zeros(m.body_count, dtype=np.int64)
         # each body's mass over its contacts in the previous substep, capped at the flat-face
         # share: bounds the damping (DAMPING_LIMIT)
         self.contact_share = m.body_effective_mass.copy()
@@ -130,7 +134,7 @@ class ReferenceEngine(StateMixin):
         omega = np.array([self._omega(b) for b in range(m.body_count)]).reshape(-1, 3)
         velocity = self.P / m.body_mass[:, None]
         if self.solving:
-            # a sleeper is still, whatever momenta it took while held (_hold_impulse)
+            # a sleeper is still (stopped when it fell asleep, and held since: _solve_pairs)
             asleep = self._is_asleep(self.quiet)
             velocity[asleep] = 0.0
             omega[asleep] = 0.0
@@ -364,6 +368,7 @@ class ReferenceEngine(StateMixin):
             force[:] = 0.0  # the solve alone holds the contacts (40_contacts.cl RIGID_VOXELS)
             torque[:] = 0.0
         self._integrate(force, torque, offset_world)
+        self.reached[:] = 0  # read once (50_bodies.cl clears body_reached)
         last_of_step = (self.substeps_done + 1) % every == 0
         if self.solving:
             if detecting:
@@ -387,15 +392,13 @@ class ReferenceEngine(StateMixin):
         """The substep's contacts (40_contacts.cl compute_contacts): forces and torques per particle
         added to ``force``/``torque``, the friction history, the solve's records."""
         m = self.model
-        r = m.particle_radius
         new_key = np.full_like(self.history_key, EMPTY_SLOT)
         new_xi = np.zeros_like(self.history_xi)
         new_permitted = np.zeros_like(self.history_permitted)
         pairs = self.find_particle_pairs(pos)
-        by_particle: dict[int, list[int]] = {}
+        pairs_of: dict[int, list[int]] = {}
         for i, j in pairs:
-            by_particle.setdefault(int(i), []).append(int(j))
-        zero = np.zeros(3)
+            pairs_of.setdefault(int(i), []).append(int(j))
         asleep = self._is_asleep(self.quiet)
         touched_next = np.zeros(m.body_count, dtype=bool)
         contacts = np.zeros(m.body_count)
@@ -409,69 +412,102 @@ class ReferenceEngine(StateMixin):
                 new_permitted[i] = self.history_permitted[i]
                 self.new_history_impulse[i] = self.history_impulse[i]
                 continue
-            omega_i = state.angular_velocity[b]
-            slots_in = (self.history_key[i], self.history_xi[i])
-            # keys, springs, slots used, count adjustment, permitted push-out depths (voxel pairs)
-            # and each slot's contact's depth (_take_slot)
-            slots_out = [new_key[i], new_xi[i], 0, 0.0, new_permitted[i], np.zeros(FRICTION_SLOTS, np.float32)]
-            for j in by_particle.get(int(i), ()):
-                delta = pos[j] - pos[i]
-                dist = np.linalg.norm(delta)
-                if dist <= 1e-9 * r:
-                    continue
-                if self.voxels and is_voxel_pair(m, i, j):
-                    if self.solving and b > m.particle_body[j] and not asleep[m.particle_body[j]]:
-                        continue  # the lower body's side computes it (40_contacts.cl LOWER_SIDE_PAIRS)
-                    self._voxel_pair(i, j, pos, vel, state, asleep, slots_in, self.history_permitted[i], slots_out,
-                                     touched_next, force, torque)
-                    continue
-                n = delta / dist
-                # spheres within the margin and what they close until the next detection
-                if dist >= (2 + self.margin) * r + self._speculative_growth((vel[i] - vel[j]) @ n):
-                    continue
-                bj = m.particle_body[j]
-                if bj == STATIC_BODY:
-                    omega_j, mass_j = zero, None
-                else:
-                    omega_j, mass_j = state.angular_velocity[bj], self._contact_mass(bj)
-                    if asleep[bj] and not asleep[b] and not self.solving:
-                        touched_next[bj] = True  # (the solve's sleepers: woken by their islands)
-                # the pair's one contact point, halfway between the centres (equal, opposite, collinear
-                # forces: angular momentum kept with friction)
-                f, t, slot = self._contact(i, j, n, 0.5 * dist * n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
-                                           self._particle_material(j), mass_j, slots_in, slots_out)
-                if not self.settings.contact_springs and slot is not None:
-                    # without springs the solve holds it too (40_contacts.cl particle_pair_contact)
-                    point = pos[i] + 0.5 * dist * n
-                    self._record(i, slot, slots_in, j, n, bj, offset_world[i] + 0.5 * dist * n, 2 * r - dist,
-                                 point - self.x[bj] if bj != STATIC_BODY else zero, 1.0, self._particle_material(j),
-                                 (vel[i] + np.cross(omega_i, 0.5 * dist * n) - vel[j]) @ n)
-                force[i] += f
-                torque[i] += t
-            lattice = self._rotation(b) @ quaternion_to_matrix(m.body_lattice_orientation[b])
-            reach = m.particle_corner_reach[i]
-            # the voxel's support sphere in world space (a radius of 0: none)
-            sphere = (self._rotation(b) @ m.particle_support_sphere[i, :3], m.particle_support_sphere[i, 3])
-            for g in range(m.plane_count):
-                height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
-                depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r, sphere)
-                if height < depth + self.margin * r + self._plane_speculative_growth(
-                        (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g]):
-                    f, t, slot = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i],
-                                               omega_i, zero, zero, m.plane_material[g], None, slots_in, slots_out)
-                    if slot is not None:
-                        self._record(i, slot, slots_in, plane_key(g), -m.plane_normal[g], STATIC_BODY,
-                                     offset_world[i] + arm, depth - height, zero, 1.0, m.plane_material[g],
-                                     (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g])
-                    force[i] += f
-                    torque[i] += t
-            self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, sphere, slots_in, slots_out, force,
-                                    torque, offset_world[i])
-            # as the kernel: contacts beyond FRICTION_SLOTS not counted, voxel pairs for their share
-            contacts[b] += slots_out[2] + slots_out[3]
+            self._particle_contacts(i, pairs_of.get(int(i), ()), pos, vel, offset_world, state, asleep, new_key,
+                                    new_xi, new_permitted, touched_next, contacts, force, torque)
+        if self.solving and self.sleep[0] > 0:
+            # an awake body's records reach a sleeper: it computes its contacts now and wakes before
+            # the solve, and so do the sleepers its records reach, WAKE_PASSES deep (40_contacts.cl
+            # woken_pass), as Box2D wakes a touched island in the collide phase
+            self.reached[:] = 0
+            body_of = np.maximum(m.particle_body, 0)
+            computing = self.dynamic & ~asleep[body_of]
+            for woken_pass in range(WAKE_PASSES + 1):
+                if woken_pass:
+                    computing = self.dynamic & (self.reached[body_of] == woken_pass)
+                    for i in np.flatnonzero(computing):
+                        new_key[i], new_xi[i], new_permitted[i] = EMPTY_SLOT, 0.0, 0.0
+                        self.new_history_impulse[i] = 0.0
+                        self.records.pop(int(i), None)
+                        self._particle_contacts(i, pairs_of.get(int(i), ()), pos, vel, offset_world, state, asleep,
+                                                new_key, new_xi, new_permitted, touched_next, contacts, force, torque)
+                if woken_pass == WAKE_PASSES:
+                    break
+                for i in np.flatnonzero(computing):
+                    for record in self.records.get(int(i), ()):
+                        if record[1] >= 0 and asleep[record[1]] and self.reached[record[1]] == 0:
+                            self.reached[record[1]] = woken_pass + 1
         self.history_key, self.history_xi, self.history_permitted = new_key, new_xi, new_permitted
         self.contact_share = np.minimum(m.body_effective_mass, m.body_mass / np.maximum(contacts, 1.0))
         return touched_next
+
+    def _particle_contacts(self, i, partners, pos, vel, offset_world, state, asleep, new_key, new_xi, new_permitted,
+                           touched_next, contacts, force, torque):
+        """Particle i's contacts with its partner particles, the planes and the triangles
+        (40_contacts.cl particle_contacts): its friction history's new row, its records, its force."""
+        m = self.model
+        r = m.particle_radius
+        zero = np.zeros(3)
+        b = m.particle_body[i]
+        omega_i = state.angular_velocity[b]
+        slots_in = (self.history_key[i], self.history_xi[i])
+        # keys, springs, slots used, count adjustment, permitted push-out depths (voxel pairs)
+        # and each slot's contact's depth (_take_slot)
+        slots_out = [new_key[i], new_xi[i], 0, 0.0, new_permitted[i], np.zeros(FRICTION_SLOTS, np.float32)]
+        for j in partners:
+            delta = pos[j] - pos[i]
+            dist = np.linalg.norm(delta)
+            if dist <= 1e-9 * r:
+                continue
+            if self.voxels and is_voxel_pair(m, i, j):
+                if self.solving and b > m.particle_body[j] and not asleep[m.particle_body[j]]:
+                    continue  # the lower body's side computes it (40_contacts.cl LOWER_SIDE_PAIRS)
+                self._voxel_pair(i, j, pos, vel, state, asleep, slots_in, self.history_permitted[i], slots_out,
+                                 touched_next, force, torque)
+                continue
+            n = delta / dist
+            # spheres within the margin and what they close until the next detection
+            if dist >= (2 + self.margin) * r + self._speculative_growth((vel[i] - vel[j]) @ n):
+                continue
+            bj = m.particle_body[j]
+            if bj == STATIC_BODY:
+                omega_j, mass_j = zero, None
+            else:
+                omega_j, mass_j = state.angular_velocity[bj], self._contact_mass(bj)
+                if asleep[bj] and not asleep[b] and not self.solving:
+                    touched_next[bj] = True  # (the solve's sleepers: woken by the records that reach them)
+            # the pair's one contact point, halfway between the centres (equal, opposite, collinear
+            # forces: angular momentum kept with friction)
+            f, t, slot = self._contact(i, j, n, 0.5 * dist * n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
+                                       self._particle_material(j), mass_j, slots_in, slots_out)
+            if not self.settings.contact_springs and slot is not None:
+                # without springs the solve holds it too (40_contacts.cl particle_pair_contact)
+                point = pos[i] + 0.5 * dist * n
+                self._record(i, slot, slots_in, j, n, bj, offset_world[i] + 0.5 * dist * n, 2 * r - dist,
+                             point - self.x[bj] if bj != STATIC_BODY else zero, 1.0, self._particle_material(j),
+                             (vel[i] + np.cross(omega_i, 0.5 * dist * n) - vel[j]) @ n)
+            force[i] += f
+            torque[i] += t
+        lattice = self._rotation(b) @ quaternion_to_matrix(m.body_lattice_orientation[b])
+        reach = m.particle_corner_reach[i]
+        # the voxel's support sphere in world space (a radius of 0: none)
+        sphere = (self._rotation(b) @ m.particle_support_sphere[i, :3], m.particle_support_sphere[i, 3])
+        for g in range(m.plane_count):
+            height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
+            depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r, sphere)
+            if height < depth + self.margin * r + self._plane_speculative_growth(
+                    (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g]):
+                f, t, slot = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i],
+                                           omega_i, zero, zero, m.plane_material[g], None, slots_in, slots_out)
+                if slot is not None:
+                    self._record(i, slot, slots_in, plane_key(g), -m.plane_normal[g], STATIC_BODY,
+                                 offset_world[i] + arm, depth - height, zero, 1.0, m.plane_material[g],
+                                 (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g])
+                force[i] += f
+                torque[i] += t
+        self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, sphere, slots_in, slots_out, force,
+                                torque, offset_world[i])
+        # as the kernel: contacts beyond FRICTION_SLOTS not counted, voxel pairs for their share
+        contacts[b] += slots_out[2] + slots_out[3]
 
     def _triangle_contacts(self, i, p, vel_i, omega_i, reach, lattice, sphere, slots_in, slots_out, force, torque,
                            offset_i):
@@ -788,18 +824,9 @@ class ReferenceEngine(StateMixin):
                         record[4] = record[13]
                 move = kind in ("warm", "solve")  # relax and restitution: velocities only
                 for body, j, moment in ((b, impulse, moment_b), (c, -impulse, moment_c)):
-                    if body < 0:
-                        continue
-                    if self.held[body]:
-                        self._hold_impulse(body, j, moment)
-                    else:
+                    # a held sleeper takes nothing (62_pair_solve.cl): it is at most a resting support
+                    if body >= 0 and not self.held[body]:
                         self._change_momenta(body, j, moment, move, omega_start[body])
-
-    def _hold_impulse(self, b, impulse, moment):
-        """A held sleeper takes a pass's impulse in its momenta only, kept until it wakes at the next
-        detection (60_solve.cl hold_impulse): momentum is kept, and nothing sees it move meanwhile."""
-        self.P[b] += impulse
-        self.L[b] += moment
 
     def _move_pair(self, b, c, arm_i, arm_j, j, velocity, omega):
         """The pair's velocities after impulse j on b at arm_i (and -j on c at arm_j)."""
@@ -881,11 +908,11 @@ class ReferenceEngine(StateMixin):
             if self.solving:
                 # with the solve (50_bodies.cl): still from the velocities the last substep's solve
                 # left, counted in substeps up to one short of sleep[1]; islands put bodies to sleep
-                # (_sleep_islands) and wake them (touched)
+                # (_sleep_islands); an awake body's records reaching a sleeper wake it (_detect)
                 ready = self.sleep[1] - 1.0
                 if self._is_asleep(self.quiet[b]):
-                    if not self.touched[b]:
-                        continue  # held still, its momenta kept for its waking (_hold_impulse)
+                    if not self.reached[b]:
+                        continue  # held still until an awake body's records reach it
                     self.quiet[b] = 0.0
                 elif self.sleep[0] > 0:
                     still = self._fastest_point_speed(b) < self.sleep[0]
@@ -944,8 +971,8 @@ class ReferenceEngine(StateMixin):
 
     def _sleep_islands(self):
         """Islands of touching bodies sleep together (63_islands.cl): each pair the detection listed
-        lowers both bodies' still counts to the lesser as listed; an awake body wakes a sleeping
-        partner at the next detection (touched); then every awake body at the top of the count
+        lowers both bodies' still counts to the lesser as listed (a sleeping partner is woken by
+        the records that reach it, _detect); then every awake body at the top of the count
         sleeps."""
         listed = self.quiet_listed
         asleep = self._is_asleep(listed)
@@ -954,7 +981,6 @@ class ReferenceEngine(StateMixin):
             if c < 0:
                 continue
             if asleep[c]:
-                self.touched_next[c] = True
                 continue
             self.quiet[b] = min(self.quiet[b], listed[c])
             self.quiet[c] = min(self.quiet[c], listed[b])

@@ -83,6 +83,11 @@ def solve_softness(substep: float, hertz_fraction: float) -> tuple[float, float]
 # makes it part at its restitution times the fastest it closed since it last parted; slower ones
 # stop (contact-solve.md, E13).
 IMPACT_SPEED = 1.0
+# Rigid Voxels' sleepers wake in the detection an awake body's records first reach them, and so
+# do the sleepers their records reach in turn, this many contacts deep (each a launch of
+# compute_contacts): Box2D wakes a touched island whole, before the step's solve; a sleeper further
+# away holds like static ground for the detection and wakes at the next
+WAKE_PASSES = 4
 # Speculative contacts without springs (SimulationSettings.speculative_margin), in particle radii
 SPECULATIVE_MARGIN = 0.25
 # Without springs a contact's margin also grows by how far it closes until the next detection

@@ -1,7 +1,4 @@
 """Stacks stand and piles come to rest: the seed's failures (ch. 7.1) fixed."""
-import os
-from contextlib import nullcontext
-
 import numpy as np
 import pytest
 
@@ -9,8 +6,6 @@ from addon.core import Material, ModelBuilder
 from addon.core.rotations import quaternion_to_matrix
 from addon.core.shapes import box_particles
 from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, engine_for, fastest_motion, run_for
-from tests.known_failures import KnownFailure, known_failure
-from tests.skip_reasons import XFAIL_STRAGGLER_TOPPLES
 
 
 @pytest.mark.parametrize("contact_geometry, sleeping", [("voxels", False), ("voxels", True), ("particles", False),
@@ -91,20 +86,16 @@ def test_a_cube_offset_on_another_stops_moving(contact_geometry):
         assert -3e-3 * CUBE_SIDE < gap < 0, gap
 
 
-# (at rest at 5 s, at rest at 8 s, the fastest at 8 s in m/s): Particles put still bodies to sleep,
-# Rigid Voxels do not sleep, and their last bodies shuffle at 1-9 cm/s (issue 33's pile target: 85 %
-# at rest at 5 s). Particles' cubes still slide off each other's rounded edges at 8 s (their piles
-# flow: one at 0.77 m/s on the H100 at e 0.2, under 0.5 on PoCL)
+# (at rest at 5 s, at rest at 8 s, the fastest at 8 s in m/s; issue 33's pile target: 85 % at rest
+# at 5 s). Rigid Voxels (PoCL, seeds 1-6): 94-98 % at rest at 5 s, the fastest at 8 s 0.013-0.044 m/s
+# at e 0.2 and 0.015-0.49 at e 0 (seed 3: a stack at the edge still rocking). Particles' cubes still
+# slide off each other's rounded edges at 8 s (their piles flow: one at 0.77 m/s on the H100 at
+# e 0.2, under 0.5 on PoCL)
 AT_REST = {"particles": (0.90, 0.99, 1.0), "voxels": (0.85, 0.95, 0.5)}
-ON_A_GPU = os.environ.get("PRB_OPENCL_DEVICE", "cpu") != "cpu"  # tools/gpu_tests.py sets it
-# Rigid Voxels at restitution 0.2 on PoCL: a 3-cube stack at the pile's edge still comes apart at
-# 8 s, its top cube at 0.52 m/s (+- 0.1); the rest as asked (97.4 % at rest)
-STRAGGLER_AT = (0.52, 0.1)
-STRAGGLER = pytest.mark.xfail(not ON_A_GPU, strict=True, raises=KnownFailure, reason=XFAIL_STRAGGLER_TOPPLES)
 
 
-@pytest.mark.parametrize("contact_geometry, restitution", [pytest.param("voxels", 0.2, marks=STRAGGLER), ("voxels", 0.0),
-                                                           ("particles", 0.2), ("particles", 0.0)])
+@pytest.mark.parametrize("contact_geometry, restitution", [("voxels", 0.2), ("voxels", 0.0), ("particles", 0.2),
+                                                           ("particles", 0.0)])
 def test_five_hundred_cubes_come_to_rest_in_a_pile(contact_geometry, restitution):
     """500 randomly oriented cubes dropped from up to 7 m. The issue asks for every body below
     1 cm/s after 5 s; a few percent are still moving then, so this checks AT_REST's fractions at rest
@@ -140,9 +131,7 @@ def test_five_hundred_cubes_come_to_rest_in_a_pile(contact_geometry, restitution
     state = run_for(engine, 3.0)
     speeds = np.linalg.norm(state.velocity, axis=1)
     assert np.mean(speeds < 0.01) >= at_rest[1], (np.mean(speeds < 0.01), np.sort(speeds)[-10:])
-    straggler = not ON_A_GPU and (contact_geometry, restitution) == ("voxels", 0.2)
-    with known_failure(fastest=(speeds.max(), *STRAGGLER_AT)) if straggler else nullcontext():
-        assert speeds.max() < at_rest[2], np.sort(speeds)[-5:]
+    assert speeds.max() < at_rest[2], np.sort(speeds)[-5:]
     # nobody left the pile at speed: all on the ground or on each other, none thrown far out
     assert np.all(state.position[:, 2] > 0.3)
     spread = np.linalg.norm(state.position[:, :2], axis=1).max()
