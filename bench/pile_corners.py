@@ -1,6 +1,6 @@
 """Where a pile's deepest corners come from: every simulated second of bench/scenes.py cube_pile(N),
-the three lowest cube corners, each with its body's height, speed, whether it sleeps and how many
-cubes lie above it (centres within 0.8 m across and over half a side higher), and the pile's
+the three lowest cube corners (or every --interval seconds from --start), each with its body's
+height, speed, vertical velocity, spin, whether it sleeps and how many cubes lie above it (centres within 0.8 m across and over half a side higher), and the pile's
 fractions asleep and at rest (speed under 1 cm/s). Tells sag under load (a resting cube with many
 above) from a cube digging in while the pile flows (a fast one with none above). Writes JSON with
 the machine and the commit.
@@ -41,12 +41,14 @@ def lowest_corners(engine: OpenCLEngine, count: int = 3) -> dict:
     if engine.sleep[0] <= 0:
         asleep[:] = False
     speed = np.linalg.norm(state.velocity, axis=1)
+    spin = np.linalg.norm(state.angular_velocity, axis=1)
     lowest = []
     for b in np.argsort(bottom)[:count]:
         across = np.linalg.norm(state.position[:, :2] - state.position[b, :2], axis=1)
         above = (across < ABOVE_RADIUS) & (state.position[:, 2] > state.position[b, 2] + HALF_SIDE)
         lowest.append({"body": int(b), "corner_m": float(bottom[b]), "centre_z_m": float(state.position[b, 2]),
-                       "speed_mps": float(speed[b]), "asleep": bool(asleep[b]), "cubes_above": int(above.sum())})
+                       "speed_mps": float(speed[b]), "vz_mps": float(state.velocity[b, 2]),
+                       "spin_radps": float(spin[b]), "asleep": bool(asleep[b]), "cubes_above": int(above.sum())})
     return {"fraction_asleep": float(asleep.mean()), "fraction_at_rest": float(np.mean(speed < 0.01)),
             "lowest": lowest}
 
@@ -57,18 +59,25 @@ def main(argv=None) -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--device", default=None, help="OpenCL device selector")
     parser.add_argument("--setting", action="append", default=[], help="a SimulationSettings field, name=value")
+    parser.add_argument("--interval", type=float, default=1.0, help="simulated seconds between samples (1/30: "
+                        "every detection at 240 Hz, 4 substeps each)")
+    parser.add_argument("--start", type=float, default=0.0, help="the first sample's time is the first one after this")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     overrides = setting_overrides(args.setting)
     engine = OpenCLEngine(cube_pile(args.cubes), SimulationSettings(device=args.device, **overrides))
-    per_second = int(round(1.0 / engine.params.substep))
+    per_sample = max(1, int(round(args.interval / engine.params.substep)))
     report = {"benchmark": "bench/pile_corners.py", "commit": commit(), "cpu_model": cpu_model(),
-              "device": engine.device_name, "cubes": args.cubes, "settings": overrides, "seconds": {}}
+              "device": engine.device_name, "cubes": args.cubes, "settings": overrides,
+              "interval_s": per_sample * engine.params.substep, "seconds": {}}
     started = time.perf_counter()
+    if args.start > 0:
+        engine.step(int(args.start / (per_sample * engine.params.substep)) * per_sample)
     while engine.time < args.seconds - 1e-9:
-        engine.step(per_second)
-        report["seconds"][f"{engine.time:.0f}"] = lowest_corners(engine)
-        print(f"{engine.time:.0f} s: {report['seconds'][f'{engine.time:.0f}']}", file=sys.stderr, flush=True)
+        engine.step(per_sample)
+        key = f"{engine.time:.3f}".rstrip("0").rstrip(".")
+        report["seconds"][key] = lowest_corners(engine)
+        print(f"{key} s: {report['seconds'][key]}", file=sys.stderr, flush=True)
     report["wall_s"] = time.perf_counter() - started
     write_report(report, args.out)
     return 0

@@ -23,6 +23,13 @@ XFAIL_PILE_CENTRE = (
     "(2 iterations; 10 % asked; PoCL 1.126, the H200 1.140). Newton's pile still flows at 10 s (its "
     "mean speed 0.03-0.32 m/s over six seeds, Blender's Bullet 0.006-0.04): against Bullet on the same "
     "poses ours is within 2.2 % on every seed (test_the_1000_cube_pile_stands_at_bullets_shape)")
+XFAIL_GPU_STRAGGLER_TOPPLES = (
+    "Rigid Voxels, 500 cubes at restitution 0.2 on a GPU (the H100 at 0a6437a): the top cube of a 3-cube stack "
+    "at the pile's edge, awake throughout, tips over from 5.2 s (0.03 m/s then) and comes down to the ground "
+    "at 8 s at 1.65 m/s (0.5 m/s asked of every body; 99.2 % at rest). PoCL settles (0.023 m/s). Over seeds "
+    "1-6 on the H100 the fastest body at 8 s is 0.011-0.14 m/s at this restitution but for this seed, "
+    "0.011-0.51 at restitution 0; this seed without sleeping 0.061 (the chaotic pile takes another path)")
 # An xfail that may be non-strict (none now: every xfail is a known failure with its band)
 NON_STRICT_XFAIL_REASONS = ()
-ALLOWED_XFAIL_REASONS = (XFAIL_COLLIDING_SCENE_PARTS, XFAIL_PILE_CENTRE, *NON_STRICT_XFAIL_REASONS)
+ALLOWED_XFAIL_REASONS = (XFAIL_COLLIDING_SCENE_PARTS, XFAIL_PILE_CENTRE, XFAIL_GPU_STRAGGLER_TOPPLES,
+                         *NON_STRICT_XFAIL_REASONS)
