@@ -51,8 +51,10 @@ test-core: venv
 ## GPU_DEVICE=cpu is a dry run on the CPU. On the lent NVIDIA machine: bash tools/gpu_tests.sh.
 GPU_DEVICE ?= gpu
 GPU_TESTS_OUT ?= out/gpu_tests.json
+## pytest runs side by side (tools/gpu_tests.py --jobs): 4 on the lent 16-core machine
+GPU_JOBS ?= 1
 test-gpu: venv
-	$(VPY) tools/gpu_tests.py --device $(GPU_DEVICE) --out $(GPU_TESTS_OUT)
+	$(VPY) tools/gpu_tests.py --device $(GPU_DEVICE) --jobs $(GPU_JOBS) --out $(GPU_TESTS_OUT)
 
 test-blender: venv
 	$(VPY) -m pytest tests/blender $(PYTEST_ARGS)

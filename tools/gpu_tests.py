@@ -4,13 +4,13 @@
     python tools/gpu_tests.py --device gpu --out out/gpu_tests.json     # on the NVIDIA machine
     make test-gpu                                                       # the same through make
     make test-gpu GPU_DEVICE=cpu                                        # dry run on the CPU (PoCL)
-    python tools/gpu_tests.py --tests tests/core/test_[a-m]*.py ...     # a part of tests/core (the whole
-    python tools/gpu_tests.py --skip-checks --tests tests/core/test_[n-z]*.py   # takes over 600 s on an H100)
+    python tools/gpu_tests.py --jobs 4 ...                              # pytest in 4 runs side by side (the
+                                                                        # whole takes over 600 s on an H100)
 
 Three checks, written to one JSON (with the machine and the device; rewritten after each check,
 so a run cut short keeps what it did) and a log beside it:
 1. tests/core with PRB_OPENCL_DEVICE set to the device (per-test outcomes from pytest's JUnit XML;
-   run last, it takes longest).
+   started first and run alongside the checks, it takes longest; --jobs splits it).
 2. Trajectories on the device against the NumPy reference step (float64, on the CPU) for each
    variant (``VARIANTS``), each with 1 and 8 lanes per body (PRB_BODY_LANES: 8 is the GPU path, a
    tree sum of each body's forces): Particles over 100 substeps of the colliding scene of
@@ -75,17 +75,60 @@ def machine(device) -> dict:
     return info
 
 
-def run_core_tests(selector: str, paths: list[str], log) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        junit = Path(tmp) / "junit.xml"
-        env = dict(os.environ, PRB_OPENCL_DEVICE=selector, PYTHONPATH=os.pathsep.join(
-            [str(ROOT), os.environ.get("PYTHONPATH", "")]))
-        proc = subprocess.run([sys.executable, "-m", "pytest", *paths, "-q", "-ra", "-p", "no:cacheprovider",
-                               f"--junitxml={junit}"], cwd=ROOT, env=env, capture_output=True, text=True)
-        log.write(proc.stdout + proc.stderr)
+# per-test seconds of an earlier run on the H100: what --jobs balances the test files by (a file
+# it does not list weighs its size in bytes / 100, about what the others weigh per byte)
+BALANCE_RECORD = ROOT / "bench" / "results" / "gpu" / "gpu_tests_h100_0a6437a.json"
+
+
+def test_files(paths: list[str]) -> list[str]:
+    """The test files under ``paths`` (a folder gives its test_*.py), relative to ROOT."""
+    files = []
+    for path in paths:
+        full = ROOT / path
+        files += sorted(str(f.relative_to(ROOT)) for f in full.glob("test_*.py")) if full.is_dir() else [path]
+    return files
+
+
+def balanced_groups(files: list[str], jobs: int) -> list[list[str]]:
+    """``files`` in ``jobs`` groups of about equal time (the longest first, each to the lightest group)."""
+    seconds = {}
+    if BALANCE_RECORD.exists():
+        for name, entry in json.loads(BALANCE_RECORD.read_text()).get("core_tests", {}).get("tests", {}).items():
+            module = name.split("::")[0].replace(".", "/") + ".py"
+            seconds[module] = seconds.get(module, 0.0) + entry.get("seconds", 0.0)
+    weight = {f: seconds.get(f, (ROOT / f).stat().st_size / 100.0) for f in files}
+    groups = [[] for _ in range(max(1, jobs))]
+    loads = [0.0] * len(groups)
+    for f in sorted(files, key=lambda f: -weight[f]):
+        k = loads.index(min(loads))
+        groups[k].append(f)
+        loads[k] += weight[f]
+    return [g for g in groups if g]
+
+
+def start_core_tests(selector: str, paths: list[str], junit: Path) -> subprocess.Popen:
+    """pytest on ``paths`` in the background, its output to ``junit`` with .txt for .xml."""
+    env = dict(os.environ, PRB_OPENCL_DEVICE=selector, PYTHONPATH=os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    with open(junit.with_suffix(".txt"), "w") as output:
+        return subprocess.Popen([sys.executable, "-m", "pytest", *paths, "-q", "-ra", "-p", "no:cacheprovider",
+                                 f"--junitxml={junit}"], cwd=ROOT, env=env, stdout=output,
+                                stderr=subprocess.STDOUT, text=True)
+
+
+def finish_core_tests(procs: list[tuple[subprocess.Popen, Path]], log) -> dict:
+    """Wait for the pytest runs and merge their outcomes (per test, from each JUnit XML)."""
+    outcomes, summaries, status, errors = {}, [], 0, []
+    for proc, junit in procs:
+        proc.wait()
+        output = junit.with_suffix(".txt").read_text()
+        log.write(output)
+        status = max(status, proc.returncode)
+        lines = output.strip().splitlines()
+        summaries.append(lines[-1] if lines else "")
         if not junit.exists():
-            return dict(ok=False, exit_status=proc.returncode, error=(proc.stdout + proc.stderr)[-2000:])
-        outcomes = {}
+            errors.append(output[-2000:])
+            continue
         for case in ET.parse(junit).getroot().iter("testcase"):
             name = f"{case.get('classname')}::{case.get('name')}"
             kinds = [child.tag for child in case if child.tag in ("failure", "error", "skipped")]
@@ -95,12 +138,14 @@ def run_core_tests(selector: str, paths: list[str], log) -> dict:
             else:
                 outcome = kinds[0] if kinds else "passed"
             outcomes[name] = dict(outcome=outcome, seconds=float(case.get("time", 0)))
+    if errors:
+        return dict(ok=False, exit_status=status, error="\n".join(errors))
     counts = {}
     for value in outcomes.values():
         key = value["outcome"].split(":")[0]
         counts[key] = counts.get(key, 0) + 1
-    return dict(ok=proc.returncode == 0, exit_status=proc.returncode, counts=counts,
-                summary=proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else "", tests=outcomes)
+    return dict(ok=status == 0, exit_status=status, counts=counts, summary=" | ".join(summaries),
+                groups=len(procs), tests=outcomes)
 
 
 # What the device is compared on: (name, settings, scene, substeps, tolerances, lanes per body).
@@ -226,6 +271,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tests", nargs="+", default=["tests/core"], metavar="PATH",
                         help="what pytest runs on the device (default: tests/core)")
     parser.add_argument("--skip-checks", action="store_true", help="only the tests (a later part of a split run)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="pytest runs side by side, the test files balanced by an earlier run's times, the "
+                             "checks alongside (4 on the lent machine's 16 cores: the whole of it within 600 s)")
     parser.add_argument("--commit", default=None,
                         help="the commit the tree is (the lent machine's copy of the tree has no reliable git)")
     args = parser.parse_args(argv)
@@ -242,6 +290,14 @@ def main(argv=None) -> int:
         result["dry_run"] = "the device is not a GPU: this checks the script, not a GPU"
     save = lambda: out.write_text(json.dumps(result, indent=1) + "\n")  # after each stage: a run cut short keeps what it did
     save()
+    scratch = tempfile.TemporaryDirectory()
+    procs = []
+    if not args.skip_pytest:
+        # started first: the checks below run while they do
+        groups = balanced_groups(test_files(args.tests), args.jobs) if args.jobs > 1 else [args.tests]
+        print(f"{len(groups)} pytest run(s) of {' '.join(args.tests)} on {device.label} ...", flush=True)
+        procs = [(start_core_tests(device.selector, group, Path(scratch.name) / f"junit{k}.xml"),
+                  Path(scratch.name) / f"junit{k}.xml") for k, group in enumerate(groups)]
     with open(log_path, "w") as log:
         def record(key, entry):
             result.setdefault(key, []).append(entry)
@@ -259,10 +315,10 @@ def main(argv=None) -> int:
         for name in (() if args.skip_checks else VARIANTS):
             for lanes in variant(name).lane_counts:
                 record("determinism", runs_are_identical(device.selector, name, lanes))
-        if not args.skip_pytest:
-            print(f"{' '.join(args.tests)} on {device.label} ...", flush=True)
-            result["core_tests"] = run_core_tests(device.selector, args.tests, log)
+        if procs:
+            result["core_tests"] = finish_core_tests(procs, log)
             print(" ", result["core_tests"].get("summary") or result["core_tests"].get("error"), flush=True)
+    scratch.cleanup()
     checks = result.get("trajectories", []) + result.get("determinism", [])
     result["ok"] = bool(all(c["ok"] for c in checks) and result.get("core_tests", {}).get("ok", True))
     result["finished"] = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")

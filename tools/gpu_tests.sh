@@ -16,4 +16,6 @@ if [ -z "${OCL_ICD_VENDORS:-}" ] && [ -e "$NVIDIA_OPENCL" ]; then
   mkdir -p /tmp/icd && echo "$NVIDIA_OPENCL" > /tmp/icd/nvidia.icd
   export OCL_ICD_VENDORS=/tmp/icd
 fi
-python3 tools/gpu_tests.py --out "${OUT:-out}/gpu_tests.json" "$@"
+# pytest in four runs side by side with the checks (16 cores): one run of the whole takes over the
+# 600 s a device command may
+python3 tools/gpu_tests.py --jobs 4 --out "${OUT:-out}/gpu_tests.json" "$@"
