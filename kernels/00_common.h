@@ -43,6 +43,16 @@ inline float3 quat_rotate_inverse(float4 q, float3 v)
     return quat_rotate(quat_conjugate(q), v);
 }
 
+// v turned by the rotation vector t (angle |t| about t / |t|; Rodrigues)
+inline float3 rotate_by_vector(float3 v, float3 t)
+{
+    float angle = length(t);
+    if (angle < 1e-12f) return v;
+    float3 k = t / angle;
+    float c = cos(angle), s = sin(angle);
+    return v * c + cross(k, v) * s + k * (dot(k, v) * (1.0f - c));
+}
+
 inline float4 quat_multiply(float4 a, float4 b)
 {
     // (a.w b.w - a.u . b.u,  a.w b.u + b.w a.u + a.u x b.u)

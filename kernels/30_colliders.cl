@@ -39,7 +39,19 @@ inline float sphere_patch_support(float3 u, float4 sphere, float bound, float3 *
 // collider), and in *arm the vector to the point that touches. lattice: the voxel lattice's world
 // orientation; reach 0 is the particle's sphere; a support sphere (radius sphere.w > 0, its centre
 // sphere.xyz from the particle's in world space) takes the place of both.
+inline float voxel_support_turned(float3 u, float3 u_turned, float reach, float4 lattice, float4 sphere, float radius,
+                                  float3 *arm);
+
 inline float voxel_support(float3 u, float reach, float4 lattice, float4 sphere, float radius, float3 *arm)
+{
+    return voxel_support_turned(u, u, reach, lattice, sphere, radius, arm);
+}
+
+// The same for the voxel's point that is its support along u once the body has turned so that u
+// reads as u_turned in its frame now (u_turned = u: voxel_support): how far that body point reaches
+// along u now, and in *arm the vector to it (addon/core/voxel_corners.py voxel_support).
+inline float voxel_support_turned(float3 u, float3 u_turned, float reach, float4 lattice, float4 sphere, float radius,
+                                  float3 *arm)
 {
     if (sphere.w > 0.0f) return sphere_patch_support(u, sphere, SUPPORT_SPHERE_REACH * radius, arm);
     if (reach <= 0.0f) {
@@ -47,7 +59,7 @@ inline float voxel_support(float3 u, float reach, float4 lattice, float4 sphere,
         return radius;
     }
     float3 d = quat_rotate_inverse(lattice, u);
-    float3 sigma = clamp(d * (1.0f / CORNER_SOFTNESS), -1.0f, 1.0f);
+    float3 sigma = clamp(quat_rotate_inverse(lattice, u_turned) * (1.0f / CORNER_SOFTNESS), -1.0f, 1.0f);
     float half_side = reach * radius;
     float rho = radius * (1.0f - reach * (1.0f - 0.5f * CORNER_SOFTNESS));
     *arm = quat_rotate(lattice, half_side * sigma) + rho * u;
@@ -182,7 +194,17 @@ inline void collider_contacts(
         load_voxel_corners(&corners, i, body_i, particle_corner_reach, particle_support_sphere, body_orientation,
                            body_lattice);
         float3 arm;
-        float depth = voxel_support(-normal, corners.reach, corners.lattice, corners.sphere, cc.radius, &arm);
+#if RIGID_VOXELS
+        // a turning voxel's record holds the point that touches at TURNING_ANCHOR of the step, not
+        // the one that touches now: its depth then follows that body point through the substeps
+        // (62_pair_solve.cl depth_shift), while the lowest point of a box turning 10 rad/s changes
+        // corners within a step and went 4 cm into the ground untracked
+        float3 u_turned = rotate_by_vector(-normal, -TURNING_ANCHOR * SPECULATIVE_TIME * w_i);
+#else
+        float3 u_turned = -normal;
+#endif
+        float depth = voxel_support_turned(-normal, u_turned, corners.reach, corners.lattice, corners.sphere, cc.radius,
+                                           &arm);
         if (height < depth + SPECULATIVE_MARGIN * cc.radius
                      + plane_speculative_growth(dot(v_i + cross(w_i, arm), -normal))) {
             int slot = add_contact(cc, -2 - g, -normal, arm, depth - height, depth - height, v_i, w_i, (float3)(0.0f),

@@ -47,7 +47,7 @@ from .rotations import quaternion_to_matrix
 from .manifold import manifold_defines
 from .pair_colouring import (INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS,
                              SPARE_COLOUR_ROUNDS, TooManyPairs, grown_max_pairs)
-from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, WAKE_PASSES,
+from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, TURNING_ANCHOR, WAKE_PASSES,
                        MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
                        SimulationSettings, collider_speculative_reach, derive_contact_parameters, sleep_argument,
                        solve_softness, speculative_time)
@@ -431,6 +431,7 @@ class OpenCLEngine(StateMixin):
                    f"-DPUSH_OUT_BIRTH_DEPTH={float(push_out_birth_depth(self.params, self.settings))!r}f",
                    f"-DSUBSTEPS_PER_DETECTION={self.settings.substeps_per_detection}",
                    f"-DIMPACT_SPEED={IMPACT_SPEED!r}f", f"-DWAKE_PASSES={WAKE_PASSES}",
+                   f"-DTURNING_ANCHOR={TURNING_ANCHOR!r}f",
                    f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
                    f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", f"-DOVERFLOW_PAIRS={OVERFLOW_PAIRS}",
                    *manifold_defines(model.particle_radius),

@@ -29,12 +29,12 @@ from .model import STATIC_BODY, Model, body_extents
 from .manifold import MANIFOLD_POINTS, manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import INITIAL_MAX_PAIRS, SPARE_COLOUR_ROUNDS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, WAKE_PASSES,
+from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, TURNING_ANCHOR, WAKE_PASSES,
                        MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
                        SimulationSettings, collider_speculative_reach, derive_contact_parameters, sleep_argument,
                        solve_softness, speculative_time)
 from .state import BodyState, StateMixin
-from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
+from .voxel_corners import FACE_LIKE_COSINE, collider_reach, rotate_by_vector, voxel_support
 
 EMPTY_SLOT = -1
 
@@ -493,7 +493,10 @@ class ReferenceEngine(StateMixin):
         sphere = (self._rotation(b) @ m.particle_support_sphere[i, :3], m.particle_support_sphere[i, 3])
         for g in range(m.plane_count):
             height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
-            depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r, sphere)
+            # the point that touches at TURNING_ANCHOR of the step (30_colliders.cl)
+            u_turned = (rotate_by_vector(-m.plane_normal[g], -TURNING_ANCHOR * self.speculative_time * omega_i)
+                        if self.solving else None)
+            depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r, sphere, u_turned)
             if height < depth + self.margin * r + self._plane_speculative_growth(
                     (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g]):
                 f, t, slot = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i],

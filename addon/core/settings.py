@@ -83,6 +83,10 @@ def solve_softness(substep: float, hertz_fraction: float) -> tuple[float, float]
 # makes it part at its restitution times the fastest it closed since it last parted; slower ones
 # stop (contact-solve.md, E13).
 IMPACT_SPEED = 1.0
+# Rigid Voxels: a voxel's record against a plane holds the body point that touches this far
+# through the step (a fraction of the time until the next detection), not the one touching now:
+# the depth then follows that point as the body turns (30_colliders.cl voxel_support_turned)
+TURNING_ANCHOR = 1.0
 # Rigid Voxels' sleepers wake in the detection an awake body's records first reach them, and so
 # do the sleepers their records reach in turn, this many contacts deep (each a launch of
 # compute_contacts): Box2D wakes a touched island whole, before the step's solve; a sleeper further

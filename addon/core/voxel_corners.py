@@ -76,11 +76,25 @@ def sphere_patch_support(u: np.ndarray, centre: np.ndarray, sphere_radius: float
     return -np.inf, tip
 
 
-def voxel_support(u: np.ndarray, reach: float, lattice_rotation: np.ndarray, radius: float, sphere=None):
+def rotate_by_vector(v, t) -> np.ndarray:
+    """v turned by the rotation vector t (angle |t| about t / |t|; Rodrigues; 00_common.h)."""
+    v, t = np.asarray(v, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    angle = float(np.linalg.norm(t))
+    if angle < 1e-12:
+        return v
+    k = t / angle
+    return v * math.cos(angle) + np.cross(k, v) * math.sin(angle) + k * (k @ v) * (1.0 - math.cos(angle))
+
+
+def voxel_support(u: np.ndarray, reach: float, lattice_rotation: np.ndarray, radius: float, sphere=None,
+                  u_turned=None):
     """(depth, arm): how far the voxel reaches from its centre along the unit world direction ``u``,
     and the world vector from its centre to the point that touches. ``lattice_rotation``: the voxel
     lattice's axes in world space (3 x 3). ``sphere``: the voxel's support sphere, (centre less the
-    voxel's centre in world space, radius), or None (or radius 0): none, the voxel by its reach."""
+    voxel's centre in world space, radius), or None (or radius 0): none, the voxel by its reach.
+    ``u_turned``: the voxel's point that is its support along u once the body has turned so that u
+    reads as u_turned in its frame now, instead of the support now (30_colliders.cl
+    voxel_support_turned); its depth along u now and the arm to it."""
     u = np.asarray(u, dtype=np.float64)
     if sphere is not None and sphere[1] > 0.0:
         return sphere_patch_support(u, np.asarray(sphere[0], dtype=np.float64), float(sphere[1]),
@@ -89,7 +103,8 @@ def voxel_support(u: np.ndarray, reach: float, lattice_rotation: np.ndarray, rad
         return radius, radius * u
     e = CORNER_SOFTNESS
     d = lattice_rotation.T @ u
-    sigma = np.clip(d / e, -1.0, 1.0)
+    sigma = np.clip((d if u_turned is None else lattice_rotation.T @ np.asarray(u_turned, dtype=np.float64)) / e,
+                    -1.0, 1.0)
     half_side = reach * radius
     rho = radius * (1.0 - reach * (1.0 - 0.5 * e))
     depth = half_side * (sigma @ d - 0.5 * e * (sigma @ sigma)) + rho

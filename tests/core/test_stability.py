@@ -10,7 +10,7 @@ from addon.core.rotations import quaternion_to_matrix
 from addon.core.shapes import box_particles
 from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, engine_for, fastest_motion, run_for
 from tests.known_failures import KnownFailure, known_failure
-from tests.skip_reasons import XFAIL_GPU_STRAGGLER_TOPPLES
+from tests.skip_reasons import XFAIL_POCL_STACK_ROCKS
 
 
 @pytest.mark.parametrize("contact_geometry, sleeping", [("voxels", False), ("voxels", True), ("particles", False),
@@ -92,19 +92,20 @@ def test_a_cube_offset_on_another_stops_moving(contact_geometry):
 
 
 # (at rest at 5 s, at rest at 8 s, the fastest at 8 s in m/s; issue 33's pile target: 85 % at rest
-# at 5 s). Rigid Voxels (PoCL, seeds 1-6): 94-98 % at rest at 5 s, the fastest at 8 s 0.013-0.044 m/s
-# at e 0.2 and 0.015-0.49 at e 0 (seed 3: a stack at the edge still rocking). Particles' cubes still
-# slide off each other's rounded edges at 8 s (their piles flow: one at 0.77 m/s on the H100 at
-# e 0.2, under 0.5 on PoCL)
+# at 5 s). Rigid Voxels (PoCL): 92-98 % at rest at 5 s; at 8 s about one pile in six has a body
+# over 0.5 m/s, a stack rocking or a cube tipping off one (seeds 1-18 at e 0.2: 2 of 18, 3 of 18
+# before plane records held the point a turning voxel touches next). Particles' cubes still slide
+# off each other's rounded edges at 8 s (their piles flow: one at 0.77 m/s on the H100 at e 0.2,
+# under 0.5 on PoCL)
 AT_REST = {"particles": (0.90, 0.99, 1.0), "voxels": (0.85, 0.95, 0.5)}
 ON_A_GPU = os.environ.get("PRB_OPENCL_DEVICE", "cpu") != "cpu"  # tools/gpu_tests.py sets it
-# Rigid Voxels at restitution 0.2 on the H100: a cube tipping off a stack at the pile's edge comes
-# down at 8 s at 1.65 m/s (+- 0.1)
-STRAGGLER_AT = (1.65, 0.1)
-STRAGGLER = pytest.mark.xfail(ON_A_GPU, strict=True, raises=KnownFailure, reason=XFAIL_GPU_STRAGGLER_TOPPLES)
+# Rigid Voxels at restitution 0 on PoCL: a stack at the pile's edge still rocks at 8 s, its top
+# cube at 0.507 m/s (+- 0.05)
+STACK_ROCKS_AT = (0.507, 0.05)
+STACK_ROCKS = pytest.mark.xfail(not ON_A_GPU, strict=True, raises=KnownFailure, reason=XFAIL_POCL_STACK_ROCKS)
 
 
-@pytest.mark.parametrize("contact_geometry, restitution", [pytest.param("voxels", 0.2, marks=STRAGGLER), ("voxels", 0.0),
+@pytest.mark.parametrize("contact_geometry, restitution", [("voxels", 0.2), pytest.param("voxels", 0.0, marks=STACK_ROCKS),
                                                            ("particles", 0.2), ("particles", 0.0)])
 def test_five_hundred_cubes_come_to_rest_in_a_pile(contact_geometry, restitution):
     """500 randomly oriented cubes dropped from up to 7 m. The issue asks for every body below
@@ -141,8 +142,8 @@ def test_five_hundred_cubes_come_to_rest_in_a_pile(contact_geometry, restitution
     state = run_for(engine, 3.0)
     speeds = np.linalg.norm(state.velocity, axis=1)
     assert np.mean(speeds < 0.01) >= at_rest[1], (np.mean(speeds < 0.01), np.sort(speeds)[-10:])
-    straggler = ON_A_GPU and (contact_geometry, restitution) == ("voxels", 0.2)
-    with known_failure(fastest=(speeds.max(), *STRAGGLER_AT)) if straggler else nullcontext():
+    rocking = not ON_A_GPU and (contact_geometry, restitution) == ("voxels", 0.0)
+    with known_failure(fastest=(speeds.max(), *STACK_ROCKS_AT)) if rocking else nullcontext():
         assert speeds.max() < at_rest[2], np.sort(speeds)[-5:]
     # nobody left the pile at speed: all on the ground or on each other, none thrown far out
     assert np.all(state.position[:, 2] > 0.3)
