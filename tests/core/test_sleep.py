@@ -170,6 +170,37 @@ def test_a_sleeping_cube_takes_its_impact_awake(start):
     np.testing.assert_allclose(state.velocity[:, 0], [3.0, 3.0], rtol=0.01)
 
 
+@pytest.mark.parametrize("engine_class", [OpenCLEngine, ReferenceEngine])
+def test_a_hit_wakes_a_sleeping_row_four_contacts_deep_in_its_detection(engine_class):
+    """Six cubes asleep in a row, face to face, and a cube sliding into the first: at the detection
+    whose records first reach the row, the first WAKE_PASSES = 4 cubes wake (each woken pass
+    computes the contacts of the sleepers the last one reached) and the last two at the next, four
+    contacts further (40_contacts.cl woken_pass; the reference's _detect)."""
+    builder = ModelBuilder(RADIUS)
+    frictionless = Material(friction=0.0, restitution=0.0)
+    for k in range(6):
+        add_cube(builder, (1.0 * k, 0.0, 0.5), material=frictionless)
+    add_cube(builder, (-3.0, 0.0, 0.5), material=frictionless, velocity=(3.0, 0.0, 0.0))
+    builder.add_ground_plane(0.0, material=frictionless)
+    engine = engine_class(builder.finalize(), SimulationSettings(sleep_time=0.3))
+    every = engine.settings.substeps_per_detection
+
+    def asleep():
+        quiet = engine.quiet if engine_class is ReferenceEngine else engine._read(
+            engine.arguments["body_quiet"], (engine.body_count,))
+        return quiet[:6] >= engine.sleep[1]
+
+    engine.step(int(round(0.5 / engine.params.substep / every)) * every)
+    assert asleep().all()  # the row sleeps before the hit (at 0.67 s)
+    woken = []
+    while asleep().any() and engine.time < 1.0:
+        engine.step(every)
+        if not asleep().all():
+            woken.append(list(~asleep()))
+    assert woken[0] == [True, True, True, True, False, False], woken[0]
+    assert woken[1] == [True] * 6, woken[1]
+
+
 def test_sleep_argument_counts_substeps_with_the_solve_and_stops_while_colliders_move():
     builder = ModelBuilder(RADIUS)
     add_cube(builder, (0.0, 0.0, 0.5), material=MATERIAL)
