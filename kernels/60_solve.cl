@@ -25,12 +25,18 @@ typedef struct {
     // one's now), so both sides' impulses act at one world point
     int arms_now;
     float3 from_a;
+    // the body as the pass found it, read with the rest at its start (change_body_momenta):
+    // read at the end, after the pass's stores, they were one more chain of loads
+    float4 position, orientation;
+    float3 momentum, angular_momentum, velocity, angular_velocity;
+    float mass;
 } SolveBody;
 
 // Body ``body`` as a pass sees it (body < 0: a static side, which nothing moves)
-inline SolveBody solve_body(int body, __global const float4 *body_velocity, __global const float4 *body_angular_velocity,
-                            __global const float4 *body_orientation, __global const float *body_mass,
-                            __global const float *body_inv_inertia)
+inline SolveBody solve_body(int body, __global const float4 *body_position, __global const float4 *body_orientation,
+                            __global const float4 *body_momentum, __global const float4 *body_angular_momentum,
+                            __global const float4 *body_velocity, __global const float4 *body_angular_velocity,
+                            __global const float *body_mass, __global const float *body_inv_inertia)
 {
     SolveBody s;
     s.body = body;
@@ -38,11 +44,19 @@ inline SolveBody solve_body(int body, __global const float4 *body_velocity, __gl
     s.from_a = (float3)(0.0f);
     s.v = s.w = s.inv_inertia_x = s.inv_inertia_y = s.inv_inertia_z = (float3)(0.0f);
     s.inv_mass = 0.0f;
+    s.position = s.orientation = (float4)(0.0f);
+    s.momentum = s.angular_momentum = s.velocity = s.angular_velocity = (float3)(0.0f);
+    s.mass = 0.0f;
     if (body < 0) return s;
-    s.v = body_velocity[body].xyz;
-    s.w = body_angular_velocity[body].xyz;
-    s.inv_mass = 1.0f / body_mass[body];
-    float4 q = body_orientation[body];
+    s.position = body_position[body];
+    s.orientation = body_orientation[body];
+    s.momentum = body_momentum[body].xyz;
+    s.angular_momentum = body_angular_momentum[body].xyz;
+    s.velocity = s.v = body_velocity[body].xyz;
+    s.angular_velocity = s.w = body_angular_velocity[body].xyz;
+    s.mass = body_mass[body];
+    s.inv_mass = 1.0f / s.mass;
+    float4 q = s.orientation;
     __global const float *inertia = body_inv_inertia + 9 * body;
     s.inv_inertia_x = angular_velocity(q, inertia, (float3)(1.0f, 0.0f, 0.0f));
     s.inv_inertia_y = angular_velocity(q, inertia, (float3)(0.0f, 1.0f, 0.0f));
@@ -64,11 +78,23 @@ inline float3 inverse_inertia_times(SolveBody s, float3 L)
     return L.x * s.inv_inertia_x + L.y * s.inv_inertia_y + L.z * s.inv_inertia_z;
 }
 
-// The arm of record r on side b: its own (r[2 stride], from the detection), or with b.arms_now the
-// point side a's arm reaches now
-inline float3 other_arm(__global const float4 *r, int stride, SolveBody b)
+// A contact point of a pair as the passes hold it (62_pair_solve.cl): a record's fields
+// (00_common.h write_solve_record) read once per pass into private memory
+typedef struct {
+    float3 n;       // the normal, from the pair's first body towards the other side
+    float3 arm;     // the arm from the first body's centre
+    float depth;    // at the substep's start: the detection's plus the bodies' motion since
+    float4 f2;      // the other body's arm from the detection (a static side: its velocity), share
+    float4 lambda;  // the accumulated impulses (tangential xyz, normal)
+    float4 f4;      // friction coefficient, restitution, impact speed, the most normal impulse carried
+    int slot;       // k * stride + i: friction slot k of particle i
+} PairPoint;
+
+// The arm of point p on side b: its own (from the detection), or with b.arms_now the point side
+// a's arm reaches now
+inline float3 other_arm(PairPoint p, SolveBody b)
 {
-    return b.arms_now ? r[stride].xyz + b.from_a : r[2 * stride].xyz;
+    return b.arms_now ? p.arm + b.from_a : p.f2.xyz;
 }
 
 // The inverse mass the body shows along u at arm (0: static).
@@ -78,20 +104,17 @@ inline float inverse_mass(SolveBody s, float3 arm, float3 u)
     return s.inv_mass + dot(c, inverse_inertia_times(s, c));
 }
 
-// The accumulated impulses (tangential xyz, normal) of the record at r (stride apart) after one
-// solve or relax pass of its normal from the two sides' velocities now (friction is held at the
-// manifold's centre, 62_pair_solve.cl centre_friction).
-inline float4 solve_record_impulse(
-    __global const float4 *r, int stride, SolveBody a, SolveBody b, float substep, float4 solve_constants,
-    bool relax, float depth_shift)
+// The accumulated impulses (tangential xyz, normal) of point p after one solve or relax pass of
+// its normal from the two sides' velocities now (friction is held at the manifold's centre,
+// 62_pair_solve.cl centre_friction); b.body < 0: a static side.
+inline float4 solve_point_impulse(PairPoint p, SolveBody a, SolveBody b, float substep, float4 solve_constants,
+                                  bool relax)
 {
-    float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride];
-    int other = as_int(f0.w);
-    float3 n = f0.xyz, arm_i = f1.xyz;
-    // depth_shift: how much deeper the bodies' motion since the record's detection took it
-    float depth = f1.w + depth_shift, share = f2.w;
-    float3 arm_j = (other >= 0) ? other_arm(r, stride, b) : f2.xyz;
-    float3 v_j = (other >= 0) ? b.v + cross(b.w, arm_j) : f2.xyz;
+    float3 n = p.n, arm_i = p.arm;
+    float depth = p.depth, share = p.f2.w;
+    float4 lambda = p.lambda;
+    float3 arm_j = (b.body >= 0) ? other_arm(p, b) : p.f2.xyz;
+    float3 v_j = (b.body >= 0) ? b.v + cross(b.w, arm_j) : p.f2.xyz;
     float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
     // closing at most what leaves the contact at the slop after the substep; a deeper one
     // pushed out no faster than the push-out speed (not while relaxing: it stops)
@@ -105,30 +128,30 @@ inline float4 solve_record_impulse(
         impulse_scale = 1.0f - mass_scale;
     }
     allowed = relax ? fmax(allowed, 0.0f) : fmax(allowed, -solve_constants.y);
-    float k_n = inverse_mass(a, arm_i, n) + ((other >= 0) ? inverse_mass(b, arm_j, n) : 0.0f);
+    float k_n = inverse_mass(a, arm_i, n) + ((b.body >= 0) ? inverse_mass(b, arm_j, n) : 0.0f);
     float normal = (impulse_scale == 0.0f)
                  ? fmax(lambda.w + share * (vn - allowed) / k_n, 0.0f)
                  : fmax(lambda.w + mass_scale * share * (vn - allowed) / k_n - impulse_scale * lambda.w, 0.0f);
     return (float4)(lambda.xyz, normal);
 }
 
-// Body b's momenta and velocities changed by an impulse and its moment about the centre, and with
-// move its pose too (as if the substep had run with the new velocities).
+// Body s's momenta and velocities changed by an impulse and its moment about the centre, and with
+// move its pose too (as if the substep had run with the new velocities); s holds the body as the
+// pass found it.
 inline void change_body_momenta(
-    int b, float3 impulse, float3 moment, float substep, bool move, __global const float *body_mass,
-    __global const float *body_inv_inertia, __global float4 *body_position, __global float4 *body_orientation,
-    __global float4 *body_momentum, __global float4 *body_angular_momentum, __global float4 *body_velocity,
-    __global float4 *body_angular_velocity)
+    SolveBody s, float3 impulse, float3 moment, float substep, bool move, __global const float *body_inv_inertia,
+    __global float4 *body_position, __global float4 *body_orientation, __global float4 *body_momentum,
+    __global float4 *body_angular_momentum, __global float4 *body_velocity, __global float4 *body_angular_velocity)
 {
     if (all(impulse == 0.0f) && all(moment == 0.0f)) return;
-    float mass = body_mass[b];
-    float4 q = body_orientation[b];
-    float3 P = body_momentum[b].xyz + impulse;
-    float3 L = body_angular_momentum[b].xyz + moment;
-    float3 v = P / mass;
+    int b = s.body;
+    float4 q = s.orientation;
+    float3 P = s.momentum + impulse;
+    float3 L = s.angular_momentum + moment;
+    float3 v = P / s.mass;
     if (move) {
-        float3 dw = angular_velocity(q, body_inv_inertia + 9 * b, L) - body_angular_velocity[b].xyz;
-        body_position[b] += (float4)((v - body_velocity[b].xyz) * substep, 0.0f);
+        float3 dw = angular_velocity(q, body_inv_inertia + 9 * b, L) - s.angular_velocity;
+        body_position[b] = s.position + (float4)((v - s.velocity) * substep, 0.0f);
         float4 turned = q + quat_multiply((float4)(0.5f * substep * dw, 0.0f), q);
         q = turned * rsqrt(dot(turned, turned));
         body_orientation[b] = q;

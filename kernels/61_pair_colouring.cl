@@ -291,9 +291,26 @@ __kernel void list_solve_pairs(
             pair_records[start_of[at] + records_of[at]++] = k * history_stride + i;
         }
     }
-    for (int p = 0; p < listed; ++p)
-        records_of[p] = reduce_pair_records(pair_records + start_of[p], records_of[p], history_stride, solve_record,
-                                            history_impulse_out);
+}
+
+// Each listed pair's records reduced to its manifolds (reduce_pair_records), a work-item per pair
+// slot: a body's pairs one after another were the longest chain of loads in list_solve_pairs
+__kernel void reduce_pair_manifolds(
+    const int body_count,
+    const int history_stride,
+    const int max_pairs,
+    __global const int *pair_count,
+    __global const int *pair_record_start,
+    __global int *pair_record_count,
+    __global int *pair_records,
+    __global float4 *solve_record,
+    __global float4 *history_impulse_out)
+{
+    int g = get_global_id(0);
+    int b = g / max_pairs;
+    if (b >= body_count || g - b * max_pairs >= pair_count[b]) return;
+    pair_record_count[g] = reduce_pair_records(pair_records + pair_record_start[g], pair_record_count[g],
+                                               history_stride, solve_record, history_impulse_out);
 }
 
 // Jones-Plassmann rounds with a greedy colour: each round, every pair not yet coloured bids its
@@ -388,7 +405,8 @@ __kernel void start_colours(
     colour_start[colour_limit + 1] = pair_totals[0];
 }
 
-// Each colour's pairs gathered in colour_pairs from colour_start[colour], and the overflow's from
+// Each colour's pairs gathered in colour_pairs from colour_start[colour] (the pair's slot g, other
+// side, first record and record count), and the overflow's from
 // colour_start[colour_limit] (in any order: sort_overflow_pairs orders them).
 __kernel void gather_colour_pairs(
     const int body_count,
@@ -398,17 +416,21 @@ __kernel void gather_colour_pairs(
     __global const int *pair_colour,
     __global const int *pair_rank,
     __global const int *colour_start,
+    __global const int *pair_other,
+    __global const int *pair_record_start,
+    __global const int *pair_record_count,
     __global int *pair_totals,
-    __global int *colour_pairs)
+    __global int4 *colour_pairs)
 {
     int g = get_global_id(0);
     int b = g / max_pairs;
     if (b >= body_count || g % max_pairs >= pair_count[b]) return;
     int colour = pair_colour[g];
+    int4 entry = (int4)(g, pair_other[g], pair_record_start[g], pair_record_count[g]);
     if (colour >= 0 && colour < colour_limit)
-        colour_pairs[colour_start[colour] + pair_rank[g]] = g;
+        colour_pairs[colour_start[colour] + pair_rank[g]] = entry;
     else
-        colour_pairs[colour_start[colour_limit] + atomic_inc(pair_totals + OVERFLOW_PAIRS)] = g;
+        colour_pairs[colour_start[colour_limit] + atomic_inc(pair_totals + OVERFLOW_PAIRS)] = entry;
 }
 
 // The overflow's pairs in slot order, as the reference solves them (they share bodies, so their
@@ -417,16 +439,17 @@ __kernel void gather_colour_pairs(
 __kernel void sort_overflow_pairs(
     const int colour_limit,
     __global const int *colour_start,
-    __global int *colour_pairs)
+    __global int4 *colour_pairs)
 {
     if (get_global_id(0) != 0) return;
     int first = colour_start[colour_limit], end = colour_start[colour_limit + 1];
     for (int t = first + 1; t < end; ++t) {
-        int g = colour_pairs[t], at = t;
-        while (at > first && colour_pairs[at - 1] > g) {
+        int4 entry = colour_pairs[t];
+        int at = t;
+        while (at > first && colour_pairs[at - 1].x > entry.x) {
             colour_pairs[at] = colour_pairs[at - 1];
             --at;
         }
-        colour_pairs[at] = g;
+        colour_pairs[at] = entry;
     }
 }

@@ -22,7 +22,44 @@ inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, fl
     }
 }
 
-// A record's accumulated impulses after a restitution pass (manifolds only; Box2D's
+// The pair's points are read into private memory once per pass (PairPoint, 60_solve.cl), all
+// of them before the first is solved, when there are at most PAIR_CACHE: read one after another,
+// each point cost two dependent loads from global memory (its slot, then its fields) per loop over
+// the points, and the relax passes loop four times; a colour's launch lasts its slowest pair's
+// chain. A pair with more points (several manifolds) reads each as it comes.
+#define PAIR_CACHE 8
+
+// How the pair's two bodies moved since the contacts' detection (SUBSTEPS_PER_DETECTION > 1):
+// each point's depth at the substep's start follows from it (Box2D's relative anchors; the
+// normal stays)
+typedef struct {
+    float3 moved_a, moved_b;
+    float4 turned_a, turned_b;
+} PairMotion;
+
+inline PairPoint load_pair_point(__global const float4 *solve_record, int slot, int stride, PairMotion m, bool has_b)
+{
+    int k = slot / stride, i = slot - k * stride;
+    __global const float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
+    float4 f0 = r[0], f1 = r[stride];
+    PairPoint p;
+    p.n = f0.xyz;
+    p.arm = f1.xyz;
+    p.f2 = r[2 * stride];
+    p.lambda = r[3 * stride];
+    p.f4 = r[4 * stride];
+    p.slot = slot;
+    float depth_shift = 0.0f;
+#if SUBSTEPS_PER_DETECTION > 1
+    float3 shift = m.moved_a + quat_rotate(m.turned_a, p.arm) - p.arm;
+    if (has_b) shift -= m.moved_b + quat_rotate(m.turned_b, p.f2.xyz) - p.f2.xyz;
+    depth_shift = dot(shift, p.n);
+#endif
+    p.depth = f1.w + depth_shift;
+    return p;
+}
+
+// Point p's accumulated impulses after a restitution pass (manifolds only; Box2D's
 // b2ApplyRestitution, reference.py _restitution_impulse), at a detection's last substep after the
 // relax passes, on pairs where either body takes an impact: a point that approached faster than
 // IMPACT_SPEED at its detection (f4.z) and carried a normal impulse since (f4.w: a speculative
@@ -30,101 +67,218 @@ inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, fl
 // given the normal impulse that parts it at its restitution (f4.y) times that speed; any other
 // point stops closing as in a relax pass, so the bodies under a struck one hold while it rebounds.
 // Rigid, velocities only; the accumulated impulse stays >= 0.
-inline float4 restitution_impulse(__global const float4 *r, int stride, SolveBody a, SolveBody b, float substep,
-                                  float slop, float depth_shift)
+inline float4 restitution_impulse(PairPoint p, SolveBody a, SolveBody b, float substep, float slop)
 {
-    float4 f0 = r[0], f1 = r[stride], f2 = r[2 * stride], lambda = r[3 * stride], f4 = r[4 * stride];
-    int other = as_int(f0.w);
-    float3 n = f0.xyz, arm_i = f1.xyz;
-    float3 arm_j = (other >= 0) ? other_arm(r, stride, b) : f2.xyz;
-    float3 v_j = (other >= 0) ? b.v + cross(b.w, arm_j) : f2.xyz;
+    float4 lambda = p.lambda, f4 = p.f4;
+    float3 n = p.n, arm_i = p.arm;
+    float3 arm_j = (b.body >= 0) ? other_arm(p, b) : p.f2.xyz;
+    float3 v_j = (b.body >= 0) ? b.v + cross(b.w, arm_j) : p.f2.xyz;
     float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
     float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
                   ? -f4.y * f4.z
-                  : fmax((slop - (f1.w + depth_shift)) / substep, 0.0f);
-    float k_n = inverse_mass(a, arm_i, n) + ((other >= 0) ? inverse_mass(b, arm_j, n) : 0.0f);
-    lambda.w = fmax(lambda.w + f2.w * (vn - allowed) / k_n, 0.0f);
+                  : fmax((slop - p.depth) / substep, 0.0f);
+    float k_n = inverse_mass(a, arm_i, n) + ((b.body >= 0) ? inverse_mass(b, arm_j, n) : 0.0f);
+    lambda.w = fmax(lambda.w + p.f2.w * (vn - allowed) / k_n, 0.0f);
     return lambda;
 }
 
+// The sums a pass gathers over the pair's points: the impulse on the first body and its moments
+// about both bodies' centres
+typedef struct {
+    float3 impulse, moment_a, moment_b;
+} PairSums;
+
+inline void add_point_impulse(PairSums *sums, PairPoint p, SolveBody B, float3 j)
+{
+    sums->impulse += j;
+    sums->moment_a += cross(p.arm, j);
+    sums->moment_b -= cross((B.body >= 0) ? other_arm(p, B) : p.f2.xyz, j);  // (static: its velocity, unused)
+}
+
+inline void store_pair_point(__global float4 *solve_record, __global float4 *history_impulse_out, PairPoint p, int stride)
+{
+    int k = p.slot / stride, i = p.slot - k * stride;
+    __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
+    r[3 * stride] = p.lambda;
+    r[4 * stride].w = p.f4.w;
+    history_impulse_out[p.slot] = p.lambda;
+}
+
+// One point of a pass (solve_kind below): its impulse applied to both sides' velocities (not in
+// the warm start, which only sums the impulses the points start with) and added to the sums
+inline void solve_pair_point(PairPoint *p, int kind, SolveBody *A, SolveBody *B, float substep, float4 constants,
+                             PairSums *sums, __global float4 *solve_record, __global float4 *history_impulse_out,
+                             int stride)
+{
+    if (kind == 0) {
+        add_point_impulse(sums, *p, *B, -p->lambda.w * p->n + p->lambda.xyz);
+        return;
+    }
+    float4 next = (kind == 3) ? restitution_impulse(*p, *A, *B, substep, constants.x)
+                              : solve_point_impulse(*p, *A, *B, substep, constants, kind == 2);
+    float3 j = -(next.w - p->lambda.w) * p->n + (next.xyz - p->lambda.xyz);  // this pass's impulse on b
+    p->lambda = next;
+    p->f4.w = fmax(p->f4.w, next.w);  // the most it carried since its detection
+    store_pair_point(solve_record, history_impulse_out, *p, stride);
+    add_point_impulse(sums, *p, *B, j);
+    move_pair(A, B, p->arm, (B->body >= 0) ? other_arm(*p, *B) : p->f2.xyz, j);
+}
+
+// Box3D's friction of a manifold at its centre and its twist about its normal n (reference.py
+// _centre_friction), from the velocities now: the centre's tangential impulse ``held`` (the
+// points' sum) and the twist, each within mu times the manifold's normal load (the twist's limit:
+// mu sum |d| lambda_n over its points, d a point's offset from the centre in the plane)
+inline void manifold_friction(float3 n, float3 centre_a, float3 centre_b, float load, float spread, float twist_limit,
+                              float mu, SolveBody A, SolveBody B, float3 *held, float *twist)
+{
+    twist_limit *= mu;
+    float3 v_c = (B.body >= 0) ? B.v + cross(B.w, centre_b) : centre_b;
+    float3 v_rel = A.v + cross(A.w, centre_a) - v_c;
+    float3 v_t = v_rel - dot(v_rel, n) * n;
+    float slip = length(v_t);
+    if (slip > 1e-9f) {
+        float3 t = v_t / slip;
+        float k_t = inverse_mass(A, centre_a, t) + ((B.body >= 0) ? inverse_mass(B, centre_b, t) : 0.0f);
+        *held -= v_t / k_t;
+    }
+    float size = length(*held);
+    if (size > mu * load) *held *= (size > 0.0f) ? mu * load / size : 0.0f;
+    if (spread > 0.0f) {
+        float k_w = dot(n, inverse_inertia_times(A, n));
+        float w_rel = dot(n, A.w);
+        if (B.body >= 0) {
+            k_w += dot(n, inverse_inertia_times(B, n));
+            w_rel -= dot(n, B.w);
+        }
+        *twist = clamp(*twist - w_rel / k_w, -twist_limit, twist_limit);
+    }
+}
+
+// Point p of a manifold (normal n, centre_a, ``members`` points) given its share of the centre's
+// impulse ``held`` plus the twist spread as tau (n x d) / sum |d|^2, which sum to the centre's
+// impulse and have the twist as moment; the change applied and added to the pass's sums
+inline void take_friction_share(PairPoint *p, float3 n, float3 centre_a, float3 held, float twist, float spread,
+                                int members, SolveBody *A, SolveBody *B, PairSums *sums,
+                                __global float4 *solve_record, __global float4 *history_impulse_out, int stride)
+{
+    float3 d = p->arm - centre_a;
+    d -= dot(d, n) * n;
+    float3 tangential = held / (float)members + ((spread > 0.0f) ? twist / spread * cross(n, d) : (float3)(0.0f));
+    float3 j = tangential - p->lambda.xyz;
+    p->lambda.xyz = tangential;
+    store_pair_point(solve_record, history_impulse_out, *p, stride);
+    add_point_impulse(sums, *p, *B, j);
+    move_pair(A, B, p->arm, other_arm(*p, *B), j);
+}
+
+// The sums of a manifold's points that its friction needs (manifold_friction)
+typedef struct {
+    float3 centre_a, centre_b, held;
+    float load, twist, spread, twist_limit, mu;
+    int members;
+} ManifoldSums;
+
+inline void add_to_centres(ManifoldSums *m, PairPoint p, SolveBody B)
+{
+    m->centre_a += p.arm;
+    m->centre_b += other_arm(p, B);
+    ++m->members;
+}
+
+inline void add_to_loads(ManifoldSums *m, PairPoint p, float3 n)
+{
+    float3 d = p.arm - m->centre_a;
+    d -= dot(d, n) * n;
+    if (m->mu < 0.0f) m->mu = p.f4.x;  // the first point's
+    m->load += p.lambda.w;
+    m->held += p.lambda.xyz;
+    m->twist += dot(n, cross(d, p.lambda.xyz));
+    m->spread += dot(d, d);
+    m->twist_limit += length(d) * p.lambda.w;
+}
+
+inline ManifoldSums no_manifold_sums(void)
+{
+    ManifoldSums m;
+    m.centre_a = m.centre_b = m.held = (float3)(0.0f);
+    m.load = m.twist = m.spread = m.twist_limit = 0.0f;
+    m.mu = -1.0f;
+    m.members = 0;
+    return m;
+}
+
 // Box3D's friction of each manifold of the pair (a group of normals, 61 manifold_group) at its
-// centre and its twist about the normal, from the velocities now (reference.py _centre_friction).
-// Kept as the points' tangential impulses: an equal share of the centre's plus the twist spread
-// as tau (n x d) / sum |d|^2 (d: a point's offset from the centre in the plane), which sum to the
-// centre's impulse and have the twist as moment; their changes added to the pass's sums.
-inline void centre_friction(__global const int *records, int count, int stride, __global float4 *solve_record,
-                            __global float4 *history_impulse_out, SolveBody *A, SolveBody *B, float3 *impulse, float3 *moment_a, float3 *moment_b)
+// centre and its twist (manifold_friction), the points in ``points`` (count <= PAIR_CACHE)
+inline void centre_friction(PairPoint *points, int count, SolveBody *A, SolveBody *B, PairSums *sums,
+                            __global float4 *solve_record, __global float4 *history_impulse_out, int stride)
 {
     float3 group_normals[MANIFOLD_GROUPS];
     int groups = 0;
+    int group_of[PAIR_CACHE];
+    #pragma unroll
+    for (int t = 0; t < PAIR_CACHE; ++t) {
+        group_of[t] = -1;
+        if (t < count) {
+            int g = manifold_group(points[t].n, group_normals, groups);
+            if (g < 0 && groups < MANIFOLD_GROUPS) {
+                g = groups;
+                group_normals[groups++] = points[t].n;
+            }
+            group_of[t] = g;
+        }
+    }
+    for (int g = 0; g < groups; ++g) {
+        float3 n = group_normals[g];
+        ManifoldSums m = no_manifold_sums();
+        #pragma unroll
+        for (int t = 0; t < PAIR_CACHE; ++t)
+            if (group_of[t] == g) add_to_centres(&m, points[t], *B);
+        m.centre_a /= (float)m.members;
+        m.centre_b /= (float)m.members;
+        #pragma unroll
+        for (int t = 0; t < PAIR_CACHE; ++t)
+            if (group_of[t] == g) add_to_loads(&m, points[t], n);
+        manifold_friction(n, m.centre_a, m.centre_b, m.load, m.spread, m.twist_limit, m.mu, *A, *B, &m.held, &m.twist);
+        #pragma unroll
+        for (int t = 0; t < PAIR_CACHE; ++t)
+            if (group_of[t] == g)
+                take_friction_share(&points[t], n, m.centre_a, m.held, m.twist, m.spread, m.members, A, B, sums,
+                                    solve_record, history_impulse_out, stride);
+    }
+}
+
+// centre_friction for a pair of more than PAIR_CACHE points, each read from global memory as it
+// comes (records: the pair's slots)
+inline void centre_friction_uncached(__global const int *records, int count, int stride, PairMotion motion,
+                                     SolveBody *A, SolveBody *B, PairSums *sums, __global float4 *solve_record,
+                                     __global float4 *history_impulse_out)
+{
+    float3 group_normals[MANIFOLD_GROUPS];
+    int groups = 0;
+    bool has_b = B->body >= 0;
     for (int t = 0; t < count && groups < MANIFOLD_GROUPS; ++t) {
-        float3 n = listed_record(records, t, stride, solve_record)[0].xyz;
+        float3 n = load_pair_point(solve_record, records[t], stride, motion, has_b).n;
         if (manifold_group(n, group_normals, groups) < 0) group_normals[groups++] = n;
     }
     for (int g = 0; g < groups; ++g) {
         float3 n = group_normals[g];
-        float3 centre_a = (float3)(0.0f), centre_b = (float3)(0.0f);
-        int members = 0;
+        ManifoldSums m = no_manifold_sums();
         for (int t = 0; t < count; ++t) {
-            __global const float4 *r = listed_record(records, t, stride, solve_record);
-            if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
-            centre_a += r[stride].xyz;
-            centre_b += other_arm(r, stride, *B);
-            ++members;
+            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b);
+            if (manifold_group(p.n, group_normals, groups) == g) add_to_centres(&m, p, *B);
         }
-        centre_a /= (float)members;
-        centre_b /= (float)members;
-        float load = 0.0f, twist = 0.0f, spread = 0.0f, twist_limit = 0.0f, mu = -1.0f;  // mu: the first point's
-        float3 held = (float3)(0.0f);
+        m.centre_a /= (float)m.members;
+        m.centre_b /= (float)m.members;
         for (int t = 0; t < count; ++t) {
-            __global const float4 *r = listed_record(records, t, stride, solve_record);
-            if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
-            float3 d = r[stride].xyz - centre_a;
-            d -= dot(d, n) * n;
-            float4 lambda = r[3 * stride];
-            if (mu < 0.0f) mu = r[4 * stride].x;
-            load += lambda.w;
-            held += lambda.xyz;
-            twist += dot(n, cross(d, lambda.xyz));
-            spread += dot(d, d);
-            twist_limit += length(d) * lambda.w;
+            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b);
+            if (manifold_group(p.n, group_normals, groups) == g) add_to_loads(&m, p, n);
         }
-        twist_limit *= mu;
-        float3 v_c = (B->body >= 0) ? B->v + cross(B->w, centre_b) : centre_b;
-        float3 v_rel = A->v + cross(A->w, centre_a) - v_c;
-        float3 v_t = v_rel - dot(v_rel, n) * n;
-        float slip = length(v_t);
-        if (slip > 1e-9f) {
-            float3 t = v_t / slip;
-            float k_t = inverse_mass(*A, centre_a, t) + ((B->body >= 0) ? inverse_mass(*B, centre_b, t) : 0.0f);
-            held -= v_t / k_t;
-        }
-        float size = length(held);
-        if (size > mu * load) held *= (size > 0.0f) ? mu * load / size : 0.0f;
-        if (spread > 0.0f) {
-            float k_w = dot(n, inverse_inertia_times(*A, n));
-            float w_rel = dot(n, A->w);
-            if (B->body >= 0) {
-                k_w += dot(n, inverse_inertia_times(*B, n));
-                w_rel -= dot(n, B->w);
-            }
-            twist = clamp(twist - w_rel / k_w, -twist_limit, twist_limit);
-        }
+        manifold_friction(n, m.centre_a, m.centre_b, m.load, m.spread, m.twist_limit, m.mu, *A, *B, &m.held, &m.twist);
         for (int t = 0; t < count; ++t) {
-            __global float4 *r = listed_record(records, t, stride, solve_record);
-            if (manifold_group(r[0].xyz, group_normals, groups) != g) continue;
-            float3 d = r[stride].xyz - centre_a;
-            d -= dot(d, n) * n;
-            float4 lambda = r[3 * stride];
-            float3 tangential = held / (float)members + ((spread > 0.0f) ? twist / spread * cross(n, d) : (float3)(0.0f));
-            float3 j = tangential - lambda.xyz;
-            lambda.xyz = tangential;
-            r[3 * stride] = lambda;
-            history_impulse_out[records[t]] = lambda;
-            *impulse += j;
-            *moment_a += cross(r[stride].xyz, j);
-            *moment_b -= cross(other_arm(r, stride, *B), j);
-            move_pair(A, B, r[stride].xyz, other_arm(r, stride, *B), j);
+            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b);
+            if (manifold_group(p.n, group_normals, groups) == g)
+                take_friction_share(&p, n, m.centre_a, m.held, m.twist, m.spread, m.members, A, B, sums,
+                                    solve_record, history_impulse_out, stride);
         }
     }
 }
@@ -137,13 +291,10 @@ __kernel void solve_pair_contacts(
     const float substep,
     const float4 solve_constants,      // slop (m), push-out speed (m/s), bias rate (1/s), mass scale
     __global const int *colour_start,
-    __global const int *colour_pairs,
-    __global const int *pair_other,
+    __global const int4 *colour_pairs,   // (slot g, other side, first record, record count)
     __global const int *body_impact,
     const float4 sleep,
     __global const float *body_quiet,
-    __global const int *pair_record_start,
-    __global const int *pair_record_count,
     __global const int *pair_records,
     __global float4 *solve_record,
     __global const float *body_mass,
@@ -165,14 +316,14 @@ __kernel void solve_pair_contacts(
     // colour_limit, launched as one work-item) one after another in slot order
     int end = colour_start[solve_colour + 1];
     for (int at = colour_start[solve_colour] + get_global_id(0); at < end; at += get_global_size(0)) {
-        int g = colour_pairs[at];
-        int b = g / max_pairs, c = pair_other[g];
+        int4 pair = colour_pairs[at];
+        int b = pair.x / max_pairs, c = pair.y;
         int stride = history_stride;
         // solve_kind: the pass's kind (above), plus SOLVE_PASS_BACKWARD for a sweep from the pair's last
         // point to its first
         int kind = solve_kind & (SOLVE_PASS_BACKWARD - 1);
         bool backward = solve_kind & SOLVE_PASS_BACKWARD;
-        bool warm = kind == 0, relax = kind == 2, restitution = kind == 3;
+        bool relax = kind == 2, restitution = kind == 3;
         bool struck = body_impact[b] || (c >= 0 && body_impact[c]);
         if (restitution && !struck) continue;  // no impact on either body: nothing to part
         // the points one after another, every other substep last to first (the host adds
@@ -184,8 +335,10 @@ __kernel void solve_pair_contacts(
         // on a resting one rebounded at 0.75-0.88 of its restitution)
         float4 constants = solve_constants;
         if (struck) constants.w = 1.0f;
-        SolveBody A = solve_body(b, body_velocity, body_angular_velocity, body_orientation, body_mass, body_inv_inertia);
-        SolveBody B = solve_body(c, body_velocity, body_angular_velocity, body_orientation, body_mass, body_inv_inertia);
+        SolveBody A = solve_body(b, body_position, body_orientation, body_momentum, body_angular_momentum,
+                                 body_velocity, body_angular_velocity, body_mass, body_inv_inertia);
+        SolveBody B = solve_body(c, body_position, body_orientation, body_momentum, body_angular_momentum,
+                                 body_velocity, body_angular_velocity, body_mass, body_inv_inertia);
         // a body that fell asleep after this detection's listing (63_islands.cl), or a sleeping
         // partner, holds like a static side: the pass moves the awake side only; two sleepers wait
         bool a_sleeps = is_asleep(body_quiet[b], sleep), b_sleeps = c >= 0 && is_asleep(body_quiet[c], sleep);
@@ -211,70 +364,66 @@ __kernel void solve_pair_contacts(
             }
     #endif
         }
+        PairMotion motion;
+        motion.moved_a = motion.moved_b = (float3)(0.0f);
+        motion.turned_a = motion.turned_b = (float4)(0.0f, 0.0f, 0.0f, 1.0f);
     #if SUBSTEPS_PER_DETECTION > 1
-        // contacts detected once per step: each record's depth at the substep's start follows from the
-        // two bodies' motion since the detection (Box2D's relative anchors; the normal stays)
-        float3 moved_a = start_position[b].xyz - detect_position[b].xyz;
-        float4 turned_a = quat_multiply(start_orientation[b], quat_conjugate(detect_orientation[b]));
-        float3 moved_b = (float3)(0.0f);
-        float4 turned_b = (float4)(0.0f, 0.0f, 0.0f, 1.0f);
+        motion.moved_a = start_position[b].xyz - detect_position[b].xyz;
+        motion.turned_a = quat_multiply(start_orientation[b], quat_conjugate(detect_orientation[b]));
         if (c >= 0) {
-            moved_b = start_position[c].xyz - detect_position[c].xyz;
-            turned_b = quat_multiply(start_orientation[c], quat_conjugate(detect_orientation[c]));
+            motion.moved_b = start_position[c].xyz - detect_position[c].xyz;
+            motion.turned_b = quat_multiply(start_orientation[c], quat_conjugate(detect_orientation[c]));
         }
     #endif
-        float3 impulse = (float3)(0.0f), moment_a = (float3)(0.0f), moment_b = (float3)(0.0f);
-        __global const int *records = pair_records + pair_record_start[g];
-        int record_count = pair_record_count[g];
-        for (int t = 0; t < record_count; ++t) {
-            int slot = records[backward ? record_count - 1 - t : t];  // k * stride + i: friction slot k of particle i
-            int k = slot / stride, i = slot - k * stride;
-            __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
-            float3 n = r[0].xyz;
-            float4 lambda = r[3 * stride];
-            float3 j;
-            if (warm) {
-                j = -lambda.w * n + lambda.xyz;
+        PairSums sums;
+        sums.impulse = sums.moment_a = sums.moment_b = (float3)(0.0f);
+        __global const int *records = pair_records + pair.z;
+        int record_count = pair.w;
+        if (record_count > 0 && record_count <= PAIR_CACHE) {
+            // every point read before the first is solved: the loads go out together (a point past
+            // the count reads the last one again, so that none waits on a branch)
+            PairPoint points[PAIR_CACHE];
+            #pragma unroll
+            for (int t = 0; t < PAIR_CACHE; ++t)
+                points[t] = load_pair_point(solve_record, records[min(t, record_count - 1)], stride, motion, c >= 0);
+            if (backward) {
+                #pragma unroll
+                for (int t = PAIR_CACHE - 1; t >= 0; --t)
+                    if (t < record_count)
+                        solve_pair_point(&points[t], kind, &A, &B, substep, constants, &sums, solve_record,
+                                         history_impulse_out, stride);
             } else {
-                float depth_shift = 0.0f;
-    #if SUBSTEPS_PER_DETECTION > 1
-                float3 arm_a = r[stride].xyz;
-                float3 shift = moved_a + quat_rotate(turned_a, arm_a) - arm_a;
-                if (c >= 0) {
-                    float3 arm_b = r[2 * stride].xyz;
-                    shift -= moved_b + quat_rotate(turned_b, arm_b) - arm_b;
-                }
-                depth_shift = dot(shift, n);
-    #endif
-                float4 next = restitution
-                            ? restitution_impulse(r, stride, A, B, substep, constants.x, depth_shift)
-                            : solve_record_impulse(r, stride, A, B, substep, constants, relax, depth_shift);
-                j = -(next.w - lambda.w) * n + (next.xyz - lambda.xyz);  // this pass's impulse on b
-                r[3 * stride] = next;
-                r[4 * stride].w = fmax(r[4 * stride].w, next.w);  // the most it carried since its detection
-                history_impulse_out[slot] = next;
+                #pragma unroll
+                for (int t = 0; t < PAIR_CACHE; ++t)
+                    if (t < record_count)
+                        solve_pair_point(&points[t], kind, &A, &B, substep, constants, &sums, solve_record,
+                                         history_impulse_out, stride);
             }
-            impulse += j;
-            moment_a += cross(r[stride].xyz, j);
-            float3 arm_b = (c >= 0) ? other_arm(r, stride, B) : r[2 * stride].xyz;  // (static: its velocity, unused)
-            moment_b -= cross(arm_b, j);
-            if (!warm) move_pair(&A, &B, r[stride].xyz, arm_b, j);
+            // friction after the normals, in the relax passes (Box2D's order)
+            if (relax)
+                centre_friction(points, record_count, &A, &B, &sums, solve_record, history_impulse_out, stride);
+        } else {
+            for (int t = 0; t < record_count; ++t) {
+                PairPoint p = load_pair_point(solve_record, records[backward ? record_count - 1 - t : t], stride,
+                                              motion, c >= 0);
+                solve_pair_point(&p, kind, &A, &B, substep, constants, &sums, solve_record, history_impulse_out,
+                                 stride);
+            }
+            if (relax)
+                centre_friction_uncached(records, record_count, stride, motion, &A, &B, &sums, solve_record,
+                                         history_impulse_out);
         }
-        // friction after the normals, in the relax passes (Box2D's order)
-        if (relax)
-            centre_friction(records, record_count, stride, solve_record, history_impulse_out, &A, &B, &impulse,
-                            &moment_a, &moment_b);
         bool move = kind < 2;  // relax and restitution: velocities only
         // a held sleeper takes nothing: it wakes in the detection an awake body's records reach it,
         // or one of its woken partners' WAKE_PASSES deep (40_contacts.cl woken_pass), so what holds
         // still is at most a resting support; kept, a support's share of a resting load became a push
         // at its waking (a stack at a 500-cube pile's edge wobbled apart at 0.5 m/s)
         if (!a_sleeps)
-            change_body_momenta(b, impulse, moment_a, substep, move, body_mass, body_inv_inertia, body_position,
+            change_body_momenta(A, sums.impulse, sums.moment_a, substep, move, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);
         if (c >= 0 && !b_sleeps)
-            change_body_momenta(c, -impulse, moment_b, substep, move, body_mass, body_inv_inertia, body_position,
+            change_body_momenta(B, -sums.impulse, sums.moment_b, substep, move, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);
     }

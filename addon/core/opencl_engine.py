@@ -79,7 +79,7 @@ STAGES = (
     Stage("60_solve.cl"),  # the solve's passes over one record: functions solve_pair_contacts calls
     # if solving (Rigid Voxels): the body pairs listed and coloured, then the warm start and the
     # passes a launch per colour (_enqueue_pair_solve), then the overflow's (_colour_pairs)
-    Stage("61_pair_colouring.cl", ("list_solve_pairs", "bid_for_colour", "take_colour", "start_colours",
+    Stage("61_pair_colouring.cl", ("list_solve_pairs", "reduce_pair_manifolds", "bid_for_colour", "take_colour", "start_colours",
                                    "gather_colour_pairs", "sort_overflow_pairs")),
     Stage("62_pair_solve.cl", ("solve_pair_contacts",)),
     # after a detection's first substep: islands of touching bodies sleep together
@@ -237,11 +237,12 @@ DEVICE_BUFFERS = (
     DeviceBuffer("detect_position", BODY, 16, detect_per_step=True),
     DeviceBuffer("detect_orientation", BODY, 16, detect_per_step=True),
     # the solve's pair lists (slot's other side, first record and record count, colour, rank in its
-    # colour, place in a colour's list) at max_pairs slots per body (grown if a body needs more), the
-    # pair count, the impact flag, two rounds' bids and the colour masks
+    # colour; in a colour's list, the pair's slot and those three again, so that a pass reads them
+    # in one load) at max_pairs slots per body (grown if a body needs more), the pair count, the
+    # impact flag, two rounds' bids and the colour masks
     *(DeviceBuffer(name, BODY, 4, slots=PAIR_SLOTS, solve_only=True)
-      for name in ("pair_other", "pair_record_start", "pair_record_count", "pair_colour", "pair_rank",
-                   "colour_pairs")),
+      for name in ("pair_other", "pair_record_start", "pair_record_count", "pair_colour", "pair_rank")),
+    DeviceBuffer("colour_pairs", BODY, 16, slots=PAIR_SLOTS, solve_only=True),
     DeviceBuffer("pair_count", BODY, 4, solve_only=True),
     DeviceBuffer("body_impact", BODY, 4, solve_only=True),
     DeviceBuffer("pair_bid", BODY, 2 * 4, solve_only=True),
@@ -265,6 +266,8 @@ COLOUR_LAUNCH_MARGIN = 1.25
 # solved one after another (32 lanes per pair, sharing out its records, left 31 idle: the 10k pile
 # 647 -> 459 ms per simulated second on the H100 with one, rigid-step.md)
 PAIRS_PER_GROUP = 64
+# solve_pair_contacts' solve_kind (62_pair_solve.cl), as the profile names its launches
+SOLVE_KIND_NAMES = ("warm", "solve", "relax", "restitution")
 
 
 def _geometries(contact_geometry: str | None):
@@ -837,6 +840,7 @@ class OpenCLEngine(StateMixin):
             self._enqueue(self._kernels["list_solve_pairs"][parity], "list_solve_pairs",
                           *self._work_sizes["list_solve_pairs"])
             slots = (_round_up(self.body_count * self.max_pairs),)
+            self._enqueue(self._kernels["reduce_pair_manifolds"][parity], "reduce_pair_manifolds", slots, None)
             rounds = 0
             while True:
                 for colour_round in range(rounds, rounds + self.colour_rounds + SPARE_COLOUR_ROUNDS):
@@ -932,9 +936,11 @@ class OpenCLEngine(StateMixin):
                  for count in counts]
         sizes.append(((1,), (1,)))  # the overflow, one pair after another
         for kind in kinds:
+            # profiled per kind: a pass's launches last as long as their slowest pair
+            stage = f"solve_pair_contacts.{SOLVE_KIND_NAMES[kind & 3]}"
             for colour, (global_size, local_size) in enumerate(sizes):
                 self._enqueue(self._colour_kernel("solve_pair_contacts", colour, kind, parity),
-                              "solve_pair_contacts", global_size, local_size)
+                              stage, global_size, local_size)
         if detecting and self.sleep[0] > 0.0:
             for name in ("spread_island_quiet", "settle_islands"):
                 self._enqueue(self._kernels[name][parity], name, *self._work_sizes[name])
