@@ -37,10 +37,7 @@ typedef struct {
     float4 turned_a, turned_b;
 } PairMotion;
 
-// point ``slot`` of the pair; its depth only with ``deepened`` (the warm start and the friction
-// need none: two rotations a point saved)
-inline PairPoint load_pair_point(__global const float4 *solve_record, int slot, int stride, PairMotion m, bool has_b,
-                                 bool deepened)
+inline PairPoint load_pair_point(__global const float4 *solve_record, int slot, int stride, PairMotion m, bool has_b)
 {
     int k = slot / stride, i = slot - k * stride;
     __global const float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
@@ -54,11 +51,9 @@ inline PairPoint load_pair_point(__global const float4 *solve_record, int slot, 
     p.slot = slot;
     float depth_shift = 0.0f;
 #if SUBSTEPS_PER_DETECTION > 1
-    if (deepened) {
-        float3 shift = m.moved_a + quat_rotate(m.turned_a, p.arm) - p.arm;
-        if (has_b) shift -= m.moved_b + quat_rotate(m.turned_b, p.f2.xyz) - p.f2.xyz;
-        depth_shift = dot(shift, p.n);
-    }
+    float3 shift = m.moved_a + quat_rotate(m.turned_a, p.arm) - p.arm;
+    if (has_b) shift -= m.moved_b + quat_rotate(m.turned_b, p.f2.xyz) - p.f2.xyz;
+    depth_shift = dot(shift, p.n);
 #endif
     p.depth = f1.w + depth_shift;
     return p;
@@ -262,25 +257,25 @@ inline void centre_friction_uncached(__global const int *records, int count, int
     int groups = 0;
     bool has_b = B->body >= 0;
     for (int t = 0; t < count && groups < MANIFOLD_GROUPS; ++t) {
-        float3 n = load_pair_point(solve_record, records[t], stride, motion, has_b, false).n;
+        float3 n = load_pair_point(solve_record, records[t], stride, motion, has_b).n;
         if (manifold_group(n, group_normals, groups) < 0) group_normals[groups++] = n;
     }
     for (int g = 0; g < groups; ++g) {
         float3 n = group_normals[g];
         ManifoldSums m = no_manifold_sums();
         for (int t = 0; t < count; ++t) {
-            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
+            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b);
             if (manifold_group(p.n, group_normals, groups) == g) add_to_centres(&m, p, *B);
         }
         m.centre_a /= (float)m.members;
         m.centre_b /= (float)m.members;
         for (int t = 0; t < count; ++t) {
-            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
+            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b);
             if (manifold_group(p.n, group_normals, groups) == g) add_to_loads(&m, p, n);
         }
         manifold_friction(n, m.centre_a, m.centre_b, m.load, m.spread, m.twist_limit, m.mu, *A, *B, &m.held, &m.twist);
         for (int t = 0; t < count; ++t) {
-            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
+            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b);
             if (manifold_group(p.n, group_normals, groups) == g)
                 take_friction_share(&p, n, m.centre_a, m.held, m.twist, m.spread, m.members, A, B, sums,
                                     solve_record, history_impulse_out, stride);
@@ -390,8 +385,7 @@ __kernel void solve_pair_contacts(
             PairPoint points[PAIR_CACHE];
             #pragma unroll
             for (int t = 0; t < PAIR_CACHE; ++t)
-                points[t] = load_pair_point(solve_record, records[min(t, record_count - 1)], stride, motion, c >= 0,
-                                            kind != 0 && t < record_count);
+                points[t] = load_pair_point(solve_record, records[min(t, record_count - 1)], stride, motion, c >= 0);
             if (backward) {
                 #pragma unroll
                 for (int t = PAIR_CACHE - 1; t >= 0; --t)
@@ -411,7 +405,7 @@ __kernel void solve_pair_contacts(
         } else {
             for (int t = 0; t < record_count; ++t) {
                 PairPoint p = load_pair_point(solve_record, records[backward ? record_count - 1 - t : t], stride,
-                                              motion, c >= 0, kind != 0);
+                                              motion, c >= 0);
                 solve_pair_point(&p, kind, &A, &B, substep, constants, &sums, solve_record, history_impulse_out,
                                  stride);
             }
