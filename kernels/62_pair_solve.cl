@@ -22,12 +22,12 @@ inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, fl
     }
 }
 
-// The pair's points are read into private memory once per pass (PairPoint, 60_solve.cl), all
-// of them before the first is solved, when there are at most PAIR_CACHE: read one after another,
-// each point cost two dependent loads from global memory (its slot, then its fields) per loop over
-// the points, and the relax passes loop four times; a colour's launch lasts its slowest pair's
-// chain. A pair with more points (several manifolds) reads each as it comes.
-#define PAIR_CACHE 8
+// On a GPU the pair's points are read into private memory once per pass (PairPoint, 60_solve.cl),
+// all of them before the first is solved, when there are at most PAIR_CACHE (a define from the
+// host: 8 on a GPU, 0 on a CPU): read one after another, each point cost two dependent loads from
+// global memory (its slot, then its fields) per loop over the points, and the relax passes loop
+// four times; a colour's launch lasts its slowest pair's chain. A CPU, which waits on no such
+// chain, and a pair with more points (several manifolds) read each point as it comes.
 
 // How the pair's two bodies moved since the contacts' detection (SUBSTEPS_PER_DETECTION > 1):
 // each point's depth at the substep's start follows from it (Box2D's relative anchors; the
@@ -37,7 +37,10 @@ typedef struct {
     float4 turned_a, turned_b;
 } PairMotion;
 
-inline PairPoint load_pair_point(__global const float4 *solve_record, int slot, int stride, PairMotion m, bool has_b)
+// point ``slot`` of the pair; its depth only with ``deepened`` (the warm start and the friction
+// read none)
+inline PairPoint load_pair_point(__global const float4 *solve_record, int slot, int stride, PairMotion m, bool has_b,
+                                 bool deepened)
 {
     int k = slot / stride, i = slot - k * stride;
     __global const float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
@@ -51,9 +54,11 @@ inline PairPoint load_pair_point(__global const float4 *solve_record, int slot, 
     p.slot = slot;
     float depth_shift = 0.0f;
 #if SUBSTEPS_PER_DETECTION > 1
-    float3 shift = m.moved_a + quat_rotate(m.turned_a, p.arm) - p.arm;
-    if (has_b) shift -= m.moved_b + quat_rotate(m.turned_b, p.f2.xyz) - p.f2.xyz;
-    depth_shift = dot(shift, p.n);
+    if (deepened) {
+        float3 shift = m.moved_a + quat_rotate(m.turned_a, p.arm) - p.arm;
+        if (has_b) shift -= m.moved_b + quat_rotate(m.turned_b, p.f2.xyz) - p.f2.xyz;
+        depth_shift = dot(shift, p.n);
+    }
 #endif
     p.depth = f1.w + depth_shift;
     return p;
@@ -207,6 +212,7 @@ inline ManifoldSums no_manifold_sums(void)
     return m;
 }
 
+#if PAIR_CACHE > 0
 // Box3D's friction of each manifold of the pair (a group of normals, 61 manifold_group) at its
 // centre and its twist (manifold_friction), the points in ``points`` (count <= PAIR_CACHE)
 inline void centre_friction(PairPoint *points, int count, SolveBody *A, SolveBody *B, PairSums *sums,
@@ -246,9 +252,10 @@ inline void centre_friction(PairPoint *points, int count, SolveBody *A, SolveBod
                                     solve_record, history_impulse_out, stride);
     }
 }
+#endif
 
-// centre_friction for a pair of more than PAIR_CACHE points, each read from global memory as it
-// comes (records: the pair's slots)
+// centre_friction with each point read from global memory as it comes (a CPU, or a pair of more
+// than PAIR_CACHE points; records: the pair's slots)
 inline void centre_friction_uncached(__global const int *records, int count, int stride, PairMotion motion,
                                      SolveBody *A, SolveBody *B, PairSums *sums, __global float4 *solve_record,
                                      __global float4 *history_impulse_out)
@@ -257,25 +264,25 @@ inline void centre_friction_uncached(__global const int *records, int count, int
     int groups = 0;
     bool has_b = B->body >= 0;
     for (int t = 0; t < count && groups < MANIFOLD_GROUPS; ++t) {
-        float3 n = load_pair_point(solve_record, records[t], stride, motion, has_b).n;
+        float3 n = load_pair_point(solve_record, records[t], stride, motion, has_b, false).n;
         if (manifold_group(n, group_normals, groups) < 0) group_normals[groups++] = n;
     }
     for (int g = 0; g < groups; ++g) {
         float3 n = group_normals[g];
         ManifoldSums m = no_manifold_sums();
         for (int t = 0; t < count; ++t) {
-            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b);
+            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
             if (manifold_group(p.n, group_normals, groups) == g) add_to_centres(&m, p, *B);
         }
         m.centre_a /= (float)m.members;
         m.centre_b /= (float)m.members;
         for (int t = 0; t < count; ++t) {
-            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b);
+            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
             if (manifold_group(p.n, group_normals, groups) == g) add_to_loads(&m, p, n);
         }
         manifold_friction(n, m.centre_a, m.centre_b, m.load, m.spread, m.twist_limit, m.mu, *A, *B, &m.held, &m.twist);
         for (int t = 0; t < count; ++t) {
-            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b);
+            PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
             if (manifold_group(p.n, group_normals, groups) == g)
                 take_friction_share(&p, n, m.centre_a, m.held, m.twist, m.spread, m.members, A, B, sums,
                                     solve_record, history_impulse_out, stride);
@@ -379,13 +386,15 @@ __kernel void solve_pair_contacts(
         sums.impulse = sums.moment_a = sums.moment_b = (float3)(0.0f);
         __global const int *records = pair_records + pair.z;
         int record_count = pair.w;
+#if PAIR_CACHE > 0
         if (record_count > 0 && record_count <= PAIR_CACHE) {
             // every point read before the first is solved: the loads go out together (a point past
             // the count reads the last one again, so that none waits on a branch)
             PairPoint points[PAIR_CACHE];
             #pragma unroll
             for (int t = 0; t < PAIR_CACHE; ++t)
-                points[t] = load_pair_point(solve_record, records[min(t, record_count - 1)], stride, motion, c >= 0);
+                points[t] = load_pair_point(solve_record, records[min(t, record_count - 1)], stride, motion, c >= 0,
+                                            true);  // (a constant: a branch per point cost the 100k pile 1.5 %)
             if (backward) {
                 #pragma unroll
                 for (int t = PAIR_CACHE - 1; t >= 0; --t)
@@ -402,10 +411,12 @@ __kernel void solve_pair_contacts(
             // friction after the normals, in the relax passes (Box2D's order)
             if (relax)
                 centre_friction(points, record_count, &A, &B, &sums, solve_record, history_impulse_out, stride);
-        } else {
+        } else
+#endif
+        {
             for (int t = 0; t < record_count; ++t) {
                 PairPoint p = load_pair_point(solve_record, records[backward ? record_count - 1 - t : t], stride,
-                                              motion, c >= 0);
+                                              motion, c >= 0, kind != 0);
                 solve_pair_point(&p, kind, &A, &B, substep, constants, &sums, solve_record, history_impulse_out,
                                  stride);
             }

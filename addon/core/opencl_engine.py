@@ -266,6 +266,11 @@ COLOUR_LAUNCH_MARGIN = 1.25
 # solved one after another (32 lanes per pair, sharing out its records, left 31 idle: the 10k pile
 # 647 -> 459 ms per simulated second on the H100 with one, rigid-step.md)
 PAIRS_PER_GROUP = 64
+# A pair's points the passes read into private memory before solving the first, on a GPU
+# (62_pair_solve.cl PAIR_CACHE): a colour's launch lasts its slowest pair's chain of dependent
+# loads (H200 pile window, 10k: 424 -> 350 ms per simulated second). A CPU reads each point as it
+# comes (with the cache PoCL's passes took 22 % longer).
+PAIR_CACHE_GPU = 8
 # solve_pair_contacts' solve_kind (62_pair_solve.cl), as the profile names its launches
 SOLVE_KIND_NAMES = ("warm", "solve", "relax", "restitution")
 
@@ -334,6 +339,15 @@ def choose_grid_bits(particle_count: int, lower: np.ndarray, upper: np.ndarray, 
             break
         bits[axis] += 1
     return tuple(bits)
+
+
+def pair_cache(is_gpu: bool) -> int:
+    """The points of a pair the passes read before solving the first (PAIR_CACHE_GPU on a GPU, none
+    on a CPU). PRB_PAIR_CACHE overrides (tests run the GPU path on a CPU with it)."""
+    override = os.environ.get("PRB_PAIR_CACHE")
+    if override:
+        return int(override)
+    return PAIR_CACHE_GPU if is_gpu else 0
 
 
 def choose_body_lanes(particles_per_body: np.ndarray, is_gpu: bool) -> int:
@@ -436,6 +450,7 @@ class OpenCLEngine(StateMixin):
                    f"-DIMPACT_SPEED={IMPACT_SPEED!r}f", f"-DWAKE_PASSES={WAKE_PASSES}",
                    f"-DTURNING_ANCHOR={TURNING_ANCHOR!r}f",
                    f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
+                   f"-DPAIR_CACHE={pair_cache(self.device_info.is_gpu)}",
                    f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", f"-DOVERFLOW_PAIRS={OVERFLOW_PAIRS}",
                    *manifold_defines(model.particle_radius),
                    "-cl-denorms-are-zero", OPENCL_C_STANDARD]

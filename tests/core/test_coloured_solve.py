@@ -332,6 +332,27 @@ def test_re_runs_are_bit_identical():
     np.testing.assert_array_equal(runs[0].velocity, runs[1].velocity)
 
 
+def test_the_gpus_cached_points_solve_as_points_read_one_by_one(monkeypatch):
+    """On a GPU the passes read a pair's points (up to PAIR_CACHE_GPU) into private memory before
+    solving the first (62_pair_solve.cl PAIR_CACHE); a CPU reads them one by one. Both orders of
+    reading give the same numbers to the bit, on a pile and on the colliding scene, whose pairs with
+    static sides hold more points than the cache (ground, a tilted wall, static particles)."""
+    from bench.scenes import cube_pile
+    from addon.core.opencl_engine import PAIR_CACHE_GPU
+    scenes = [(cube_pile(40), 400), (colliding_scene(0.85), 160)]
+    for model, substeps in scenes:
+        states = []
+        for cache in (str(PAIR_CACHE_GPU), "0"):
+            monkeypatch.setenv("PRB_PAIR_CACHE", cache)
+            engine = OpenCLEngine(model, SimulationSettings())
+            assert f"-DPAIR_CACHE={cache}" in engine.build_options
+            engine.step(substeps)
+            states.append(engine.body_state())
+        assert np.abs(states[0].position - model.body_position).max() > 0.05  # the bodies moved
+        for name in ("position", "orientation", "velocity", "angular_velocity"):
+            np.testing.assert_array_equal(getattr(states[0], name), getattr(states[1], name))
+
+
 def board_under_stones(stones):
     """A board one voxel thick on the ground with ``stones`` one-voxel stones resting on it, on every
     other voxel of a square grid (2 voxels apart, beyond VOXEL_PAIR_REACH of each other): the board
