@@ -255,35 +255,47 @@ inline void centre_friction(PairPoint *points, int count, SolveBody *A, SolveBod
 #endif
 
 // centre_friction with each point read from global memory as it comes (a CPU, or a pair of more
-// than PAIR_CACHE points; records: the pair's slots)
+// than PAIR_CACHE points; records: the pair's slots); each point's group found once, for up to
+// GROUPED_POINTS points
+#define GROUPED_POINTS (MANIFOLD_GROUPS * MANIFOLD_POINTS)
 inline void centre_friction_uncached(__global const int *records, int count, int stride, PairMotion motion,
                                      SolveBody *A, SolveBody *B, PairSums *sums, __global float4 *solve_record,
                                      __global float4 *history_impulse_out)
 {
     float3 group_normals[MANIFOLD_GROUPS];
+    char group_of[GROUPED_POINTS];
     int groups = 0;
     bool has_b = B->body >= 0;
-    for (int t = 0; t < count && groups < MANIFOLD_GROUPS; ++t) {
-        float3 n = load_pair_point(solve_record, records[t], stride, motion, has_b, false).n;
-        if (manifold_group(n, group_normals, groups) < 0) group_normals[groups++] = n;
+    for (int t = 0; t < count; ++t) {
+        int slot = records[t], k = slot / stride;
+        float3 n = solve_record[k * SOLVE_FIELDS * stride + (slot - k * stride)].xyz;
+        int g = manifold_group(n, group_normals, groups);
+        if (g < 0 && groups < MANIFOLD_GROUPS) {
+            g = groups;
+            group_normals[groups++] = n;
+        }
+        if (t < GROUPED_POINTS) group_of[t] = (char)g;
     }
     for (int g = 0; g < groups; ++g) {
         float3 n = group_normals[g];
         ManifoldSums m = no_manifold_sums();
         for (int t = 0; t < count; ++t) {
+            if (t < GROUPED_POINTS && group_of[t] != g) continue;
             PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
-            if (manifold_group(p.n, group_normals, groups) == g) add_to_centres(&m, p, *B);
+            if (t < GROUPED_POINTS || manifold_group(p.n, group_normals, groups) == g) add_to_centres(&m, p, *B);
         }
         m.centre_a /= (float)m.members;
         m.centre_b /= (float)m.members;
         for (int t = 0; t < count; ++t) {
+            if (t < GROUPED_POINTS && group_of[t] != g) continue;
             PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
-            if (manifold_group(p.n, group_normals, groups) == g) add_to_loads(&m, p, n);
+            if (t < GROUPED_POINTS || manifold_group(p.n, group_normals, groups) == g) add_to_loads(&m, p, n);
         }
         manifold_friction(n, m.centre_a, m.centre_b, m.load, m.spread, m.twist_limit, m.mu, *A, *B, &m.held, &m.twist);
         for (int t = 0; t < count; ++t) {
+            if (t < GROUPED_POINTS && group_of[t] != g) continue;
             PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
-            if (manifold_group(p.n, group_normals, groups) == g)
+            if (t < GROUPED_POINTS || manifold_group(p.n, group_normals, groups) == g)
                 take_friction_share(&p, n, m.centre_a, m.held, m.twist, m.spread, m.members, A, B, sums,
                                     solve_record, history_impulse_out, stride);
         }
@@ -342,10 +354,11 @@ __kernel void solve_pair_contacts(
         // on a resting one rebounded at 0.75-0.88 of its restitution)
         float4 constants = solve_constants;
         if (struck) constants.w = 1.0f;
-        SolveBody A = solve_body(b, body_position, body_orientation, body_momentum, body_angular_momentum,
-                                 body_velocity, body_angular_velocity, body_mass, body_inv_inertia);
-        SolveBody B = solve_body(c, body_position, body_orientation, body_momentum, body_angular_momentum,
-                                 body_velocity, body_angular_velocity, body_mass, body_inv_inertia);
+        FoundBody found_a = found_body(b, body_position, body_orientation, body_momentum, body_angular_momentum,
+                                       body_velocity, body_angular_velocity, body_mass);
+        FoundBody found_b = found_body(c, body_position, body_orientation, body_momentum, body_angular_momentum,
+                                       body_velocity, body_angular_velocity, body_mass);
+        SolveBody A = solve_body(found_a, body_inv_inertia), B = solve_body(found_b, body_inv_inertia);
         // a body that fell asleep after this detection's listing (63_islands.cl), or a sleeping
         // partner, holds like a static side: the pass moves the awake side only; two sleepers wait
         bool a_sleeps = is_asleep(body_quiet[b], sleep), b_sleeps = c >= 0 && is_asleep(body_quiet[c], sleep);
@@ -430,11 +443,11 @@ __kernel void solve_pair_contacts(
         // still is at most a resting support; kept, a support's share of a resting load became a push
         // at its waking (a stack at a 500-cube pile's edge wobbled apart at 0.5 m/s)
         if (!a_sleeps)
-            change_body_momenta(A, sums.impulse, sums.moment_a, substep, move, body_inv_inertia, body_position,
+            change_body_momenta(found_a, sums.impulse, sums.moment_a, substep, move, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);
         if (c >= 0 && !b_sleeps)
-            change_body_momenta(B, -sums.impulse, sums.moment_b, substep, move, body_inv_inertia, body_position,
+            change_body_momenta(found_b, -sums.impulse, sums.moment_b, substep, move, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);
     }
