@@ -102,7 +102,7 @@ typedef struct {
 } PairPoint;
 
 // The arm of point p on side b: its own (from the detection), or with b.arms_now the point side
-// a's arm reaches now
+// a's arm reaches now; on a static side (never arms_now) its velocity at the point
 inline float3 other_arm(PairPoint p, SolveBody b)
 {
     return b.arms_now ? p.arm + b.from_a : p.f2.xyz;
@@ -124,7 +124,7 @@ inline float4 solve_point_impulse(PairPoint p, SolveBody a, SolveBody b, float s
     float3 n = p.n, arm_i = p.arm;
     float depth = p.depth, share = p.f2.w;
     float4 lambda = p.lambda;
-    float3 arm_j = (b.body >= 0) ? other_arm(p, b) : p.f2.xyz;
+    float3 arm_j = other_arm(p, b);
     float3 v_j = (b.body >= 0) ? b.v + cross(b.w, arm_j) : p.f2.xyz;
     float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
     // closing at most what leaves the contact at the slop after the substep; a deeper one

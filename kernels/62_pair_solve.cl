@@ -76,7 +76,7 @@ inline float4 restitution_impulse(PairPoint p, SolveBody a, SolveBody b, float s
 {
     float4 lambda = p.lambda, f4 = p.f4;
     float3 n = p.n, arm_i = p.arm;
-    float3 arm_j = (b.body >= 0) ? other_arm(p, b) : p.f2.xyz;
+    float3 arm_j = other_arm(p, b);
     float3 v_j = (b.body >= 0) ? b.v + cross(b.w, arm_j) : p.f2.xyz;
     float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
     float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
@@ -93,11 +93,12 @@ typedef struct {
     float3 impulse, moment_a, moment_b;
 } PairSums;
 
-inline void add_point_impulse(PairSums *sums, PairPoint p, SolveBody B, float3 j)
+// (arm_b: other_arm; a static side's is its velocity, and its moment unused)
+inline void add_point_impulse(PairSums *sums, float3 arm_a, float3 arm_b, float3 j)
 {
     sums->impulse += j;
-    sums->moment_a += cross(p.arm, j);
-    sums->moment_b -= cross((B.body >= 0) ? other_arm(p, B) : p.f2.xyz, j);  // (static: its velocity, unused)
+    sums->moment_a += cross(arm_a, j);
+    sums->moment_b -= cross(arm_b, j);
 }
 
 inline void store_pair_point(__global float4 *solve_record, __global float4 *history_impulse_out, PairPoint p, int stride)
@@ -116,7 +117,7 @@ inline void solve_pair_point(PairPoint *p, int kind, SolveBody *A, SolveBody *B,
                              int stride)
 {
     if (kind == 0) {
-        add_point_impulse(sums, *p, *B, -p->lambda.w * p->n + p->lambda.xyz);
+        add_point_impulse(sums, p->arm, other_arm(*p, *B), -p->lambda.w * p->n + p->lambda.xyz);
         return;
     }
     float4 next = (kind == 3) ? restitution_impulse(*p, *A, *B, substep, constants.x)
@@ -125,8 +126,9 @@ inline void solve_pair_point(PairPoint *p, int kind, SolveBody *A, SolveBody *B,
     p->lambda = next;
     p->f4.w = fmax(p->f4.w, next.w);  // the most it carried since its detection
     store_pair_point(solve_record, history_impulse_out, *p, stride);
-    add_point_impulse(sums, *p, *B, j);
-    move_pair(A, B, p->arm, (B->body >= 0) ? other_arm(*p, *B) : p->f2.xyz, j);
+    float3 arm_b = other_arm(*p, *B);
+    add_point_impulse(sums, p->arm, arm_b, j);
+    move_pair(A, B, p->arm, arm_b, j);
 }
 
 // Box3D's friction of a manifold at its centre and its twist about its normal n (reference.py
@@ -172,8 +174,9 @@ inline void take_friction_share(PairPoint *p, float3 n, float3 centre_a, float3 
     float3 j = tangential - p->lambda.xyz;
     p->lambda.xyz = tangential;
     store_pair_point(solve_record, history_impulse_out, *p, stride);
-    add_point_impulse(sums, *p, *B, j);
-    move_pair(A, B, p->arm, other_arm(*p, *B), j);
+    float3 arm_b = other_arm(*p, *B);
+    add_point_impulse(sums, p->arm, arm_b, j);
+    move_pair(A, B, p->arm, arm_b, j);
 }
 
 // The sums of a manifold's points that its friction needs (manifold_friction)
