@@ -35,7 +35,7 @@ __kernel void chain(const int links, __global const int *next, __global int *out
 """
 
 
-def median_duration_us(cl, queue, kernel, args, size=64, repeats=50):
+def median_duration_us(queue, kernel, args, size=64, repeats=50):
     events = [kernel(queue, (size,), None, *args) for _ in range(repeats)]
     queue.finish()
     durations = sorted((event.profile.end - event.profile.start) * 1e-3 for event in events)
@@ -70,7 +70,7 @@ def main():
     report["us_per_launch_until_done"] = 1e6 * (finished - began) / count
     profiled = cl.CommandQueue(context, properties=cl.command_queue_properties.PROFILING_ENABLE)
     out = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * 64)
-    report["empty_kernel_us"] = median_duration_us(cl, profiled, cl.Kernel(program, "empty"), (out,))
+    report["empty_kernel_us"] = median_duration_us(profiled, cl.Kernel(program, "empty"), (out,))
     chain = cl.Kernel(program, "chain")
     for megabytes in (1, 256):
         size = megabytes * 1024 * 1024 // 4
@@ -78,7 +78,7 @@ def main():
         next_buffer = cl.Buffer(context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=table)
         for links in (0, 10, 100):
             report[f"chain_{megabytes}MB_{links}_links_us"] = median_duration_us(
-                cl, profiled, chain, (np.int32(links), next_buffer, out))
+                profiled, chain, (np.int32(links), next_buffer, out))
     write_report(report, args.out)
 
 

@@ -28,13 +28,13 @@ from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, c
 from .model import STATIC_BODY, Model, body_extents
 from .manifold import MANIFOLD_POINTS, manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import INITIAL_MAX_PAIRS, SPARE_COLOUR_ROUNDS, colour_pairs, grown_max_pairs, list_pairs
-from .rotations import quaternion_multiply, quaternion_to_matrix
+from .rotations import quaternion_multiply, quaternion_to_matrix, rotate_by_vector
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, TURNING_ANCHOR, WAKE_PASSES,
                        MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
                        SimulationSettings, collider_speculative_reach, derive_contact_parameters, sleep_argument,
                        solve_softness, speculative_time)
 from .state import BodyState, StateMixin
-from .voxel_corners import FACE_LIKE_COSINE, collider_reach, rotate_by_vector, voxel_support
+from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
 
 EMPTY_SLOT = -1
 

@@ -11,6 +11,8 @@ particles were given in (world space for converted objects). The object's world 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -91,6 +93,17 @@ def axis_angle_quaternions(axis, angle) -> np.ndarray:
     axis = axis / np.linalg.norm(axis, axis=-1, keepdims=True)
     half = 0.5 * np.asarray(angle, dtype=np.float64)
     return np.concatenate([np.cos(half)[..., None], axis * np.sin(half)[..., None]], axis=-1)
+
+
+def rotate_by_vector(v, t) -> np.ndarray:
+    """One vector v turned by the rotation vector t (angle |t| about t / |t|; Rodrigues, as
+    00_common.h rotate_by_vector)."""
+    v, t = np.asarray(v, dtype=np.float64), np.asarray(t, dtype=np.float64)
+    angle = float(np.linalg.norm(t))
+    if angle < 1e-12:
+        return v
+    k = t / angle
+    return v * math.cos(angle) + np.cross(k, v) * math.sin(angle) + k * (k @ v) * (1.0 - math.cos(angle))
 
 
 def pose_matrices(positions, orientations, com_local, matrix_world_start) -> np.ndarray:

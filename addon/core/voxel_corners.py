@@ -76,16 +76,6 @@ def sphere_patch_support(u: np.ndarray, centre: np.ndarray, sphere_radius: float
     return -np.inf, tip
 
 
-def rotate_by_vector(v, t) -> np.ndarray:
-    """v turned by the rotation vector t (angle |t| about t / |t|; Rodrigues; 00_common.h)."""
-    v, t = np.asarray(v, dtype=np.float64), np.asarray(t, dtype=np.float64)
-    angle = float(np.linalg.norm(t))
-    if angle < 1e-12:
-        return v
-    k = t / angle
-    return v * math.cos(angle) + np.cross(k, v) * math.sin(angle) + k * (k @ v) * (1.0 - math.cos(angle))
-
-
 def voxel_support(u: np.ndarray, reach: float, lattice_rotation: np.ndarray, radius: float, sphere=None,
                   u_turned=None):
     """(depth, arm): how far the voxel reaches from its centre along the unit world direction ``u``,
