@@ -25,39 +25,50 @@ typedef struct {
     // one's now), so both sides' impulses act at one world point
     int arms_now;
     float3 from_a;
-    // the body as the pass found it, read with the rest at its start (change_body_momenta):
-    // read at the end, after the pass's stores, they were one more chain of loads
+} SolveBody;
+
+// A body as the pass found it, read with the rest at the pair's start (change_body_momenta):
+// read at the end, after the pass's stores, they were one more chain of loads on a GPU
+typedef struct {
     float4 position, orientation;
     float3 momentum, angular_momentum, velocity, angular_velocity;
     float mass;
-} SolveBody;
+    int body;   // < 0: a static side (nothing read)
+} FoundBody;
 
-// Body ``body`` as a pass sees it (body < 0: a static side, which nothing moves)
-inline SolveBody solve_body(int body, __global const float4 *body_position, __global const float4 *body_orientation,
+inline FoundBody found_body(int body, __global const float4 *body_position, __global const float4 *body_orientation,
                             __global const float4 *body_momentum, __global const float4 *body_angular_momentum,
                             __global const float4 *body_velocity, __global const float4 *body_angular_velocity,
-                            __global const float *body_mass, __global const float *body_inv_inertia)
+                            __global const float *body_mass)
+{
+    FoundBody f;
+    f.body = body;
+    if (body < 0) return f;
+    f.position = body_position[body];
+    f.orientation = body_orientation[body];
+    f.momentum = body_momentum[body].xyz;
+    f.angular_momentum = body_angular_momentum[body].xyz;
+    f.velocity = body_velocity[body].xyz;
+    f.angular_velocity = body_angular_velocity[body].xyz;
+    f.mass = body_mass[body];
+    return f;
+}
+
+// Body f as a pass sees it (f.body < 0: a static side, which nothing moves)
+inline SolveBody solve_body(FoundBody f, __global const float *body_inv_inertia)
 {
     SolveBody s;
-    s.body = body;
+    s.body = f.body;
     s.arms_now = 0;
     s.from_a = (float3)(0.0f);
     s.v = s.w = s.inv_inertia_x = s.inv_inertia_y = s.inv_inertia_z = (float3)(0.0f);
     s.inv_mass = 0.0f;
-    s.position = s.orientation = (float4)(0.0f);
-    s.momentum = s.angular_momentum = s.velocity = s.angular_velocity = (float3)(0.0f);
-    s.mass = 0.0f;
-    if (body < 0) return s;
-    s.position = body_position[body];
-    s.orientation = body_orientation[body];
-    s.momentum = body_momentum[body].xyz;
-    s.angular_momentum = body_angular_momentum[body].xyz;
-    s.velocity = s.v = body_velocity[body].xyz;
-    s.angular_velocity = s.w = body_angular_velocity[body].xyz;
-    s.mass = body_mass[body];
-    s.inv_mass = 1.0f / s.mass;
-    float4 q = s.orientation;
-    __global const float *inertia = body_inv_inertia + 9 * body;
+    if (f.body < 0) return s;
+    s.v = f.velocity;
+    s.w = f.angular_velocity;
+    s.inv_mass = 1.0f / f.mass;
+    float4 q = f.orientation;
+    __global const float *inertia = body_inv_inertia + 9 * f.body;
     s.inv_inertia_x = angular_velocity(q, inertia, (float3)(1.0f, 0.0f, 0.0f));
     s.inv_inertia_y = angular_velocity(q, inertia, (float3)(0.0f, 1.0f, 0.0f));
     s.inv_inertia_z = angular_velocity(q, inertia, (float3)(0.0f, 0.0f, 1.0f));
@@ -91,7 +102,7 @@ typedef struct {
 } PairPoint;
 
 // The arm of point p on side b: its own (from the detection), or with b.arms_now the point side
-// a's arm reaches now
+// a's arm reaches now; on a static side (never arms_now) its velocity at the point
 inline float3 other_arm(PairPoint p, SolveBody b)
 {
     return b.arms_now ? p.arm + b.from_a : p.f2.xyz;
@@ -113,7 +124,7 @@ inline float4 solve_point_impulse(PairPoint p, SolveBody a, SolveBody b, float s
     float3 n = p.n, arm_i = p.arm;
     float depth = p.depth, share = p.f2.w;
     float4 lambda = p.lambda;
-    float3 arm_j = (b.body >= 0) ? other_arm(p, b) : p.f2.xyz;
+    float3 arm_j = other_arm(p, b);
     float3 v_j = (b.body >= 0) ? b.v + cross(b.w, arm_j) : p.f2.xyz;
     float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
     // closing at most what leaves the contact at the slop after the substep; a deeper one
@@ -136,10 +147,10 @@ inline float4 solve_point_impulse(PairPoint p, SolveBody a, SolveBody b, float s
 }
 
 // Body s's momenta and velocities changed by an impulse and its moment about the centre, and with
-// move its pose too (as if the substep had run with the new velocities); s holds the body as the
-// pass found it.
+// move its pose too (as if the substep had run with the new velocities); s: the body as the pass
+// found it.
 inline void change_body_momenta(
-    SolveBody s, float3 impulse, float3 moment, float substep, bool move, __global const float *body_inv_inertia,
+    FoundBody s, float3 impulse, float3 moment, float substep, bool move, __global const float *body_inv_inertia,
     __global float4 *body_position, __global float4 *body_orientation, __global float4 *body_momentum,
     __global float4 *body_angular_momentum, __global float4 *body_velocity, __global float4 *body_angular_velocity)
 {

@@ -31,6 +31,13 @@ inline int record_pair(int b, int other, __global const float *body_quiet, float
     return (other >= 0) ? other : STATIC_BODY;
 }
 
+// Whether pair slot g (slot g % max_pairs of body g / max_pairs) holds a listed pair
+inline bool listed_pair_slot(int g, int max_pairs, int body_count, __global const int *pair_count)
+{
+    int b = g / max_pairs;
+    return b < body_count && g - b * max_pairs < pair_count[b];
+}
+
 // A pair's records reduced to manifolds of at most MANIFOLD_POINTS points per group of normals
 // (core/manifold.py reduce_manifold, Box3D's b3ReduceManifoldPoints)
 
@@ -307,8 +314,7 @@ __kernel void reduce_pair_manifolds(
     __global float4 *history_impulse_out)
 {
     int g = get_global_id(0);
-    int b = g / max_pairs;
-    if (b >= body_count || g - b * max_pairs >= pair_count[b]) return;
+    if (!listed_pair_slot(g, max_pairs, body_count, pair_count)) return;
     pair_record_count[g] = reduce_pair_records(pair_records + pair_record_start[g], pair_record_count[g],
                                                history_stride, solve_record, history_impulse_out);
 }
@@ -334,8 +340,8 @@ __kernel void bid_for_colour(
     __global uint *pair_bid)
 {
     int g = get_global_id(0);
+    if (!listed_pair_slot(g, max_pairs, body_count, pair_count) || pair_colour[g] >= 0) return;
     int b = g / max_pairs;
-    if (b >= body_count || g % max_pairs >= pair_count[b] || pair_colour[g] >= 0) return;
     __global uint *bid = pair_bid + (colour_round & 1) * body_count;
     uint priority = pair_priority(g);
     atomic_max(bid + b, priority);
@@ -423,8 +429,7 @@ __kernel void gather_colour_pairs(
     __global int4 *colour_pairs)
 {
     int g = get_global_id(0);
-    int b = g / max_pairs;
-    if (b >= body_count || g % max_pairs >= pair_count[b]) return;
+    if (!listed_pair_slot(g, max_pairs, body_count, pair_count)) return;
     int colour = pair_colour[g];
     int4 entry = (int4)(g, pair_other[g], pair_record_start[g], pair_record_count[g]);
     if (colour >= 0 && colour < colour_limit)

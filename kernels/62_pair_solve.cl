@@ -76,7 +76,7 @@ inline float4 restitution_impulse(PairPoint p, SolveBody a, SolveBody b, float s
 {
     float4 lambda = p.lambda, f4 = p.f4;
     float3 n = p.n, arm_i = p.arm;
-    float3 arm_j = (b.body >= 0) ? other_arm(p, b) : p.f2.xyz;
+    float3 arm_j = other_arm(p, b);
     float3 v_j = (b.body >= 0) ? b.v + cross(b.w, arm_j) : p.f2.xyz;
     float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
     float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
@@ -93,11 +93,12 @@ typedef struct {
     float3 impulse, moment_a, moment_b;
 } PairSums;
 
-inline void add_point_impulse(PairSums *sums, PairPoint p, SolveBody B, float3 j)
+// (arm_b: other_arm; a static side's is its velocity, and its moment unused)
+inline void add_point_impulse(PairSums *sums, float3 arm_a, float3 arm_b, float3 j)
 {
     sums->impulse += j;
-    sums->moment_a += cross(p.arm, j);
-    sums->moment_b -= cross((B.body >= 0) ? other_arm(p, B) : p.f2.xyz, j);  // (static: its velocity, unused)
+    sums->moment_a += cross(arm_a, j);
+    sums->moment_b -= cross(arm_b, j);
 }
 
 inline void store_pair_point(__global float4 *solve_record, __global float4 *history_impulse_out, PairPoint p, int stride)
@@ -116,7 +117,7 @@ inline void solve_pair_point(PairPoint *p, int kind, SolveBody *A, SolveBody *B,
                              int stride)
 {
     if (kind == 0) {
-        add_point_impulse(sums, *p, *B, -p->lambda.w * p->n + p->lambda.xyz);
+        add_point_impulse(sums, p->arm, other_arm(*p, *B), -p->lambda.w * p->n + p->lambda.xyz);
         return;
     }
     float4 next = (kind == 3) ? restitution_impulse(*p, *A, *B, substep, constants.x)
@@ -125,8 +126,9 @@ inline void solve_pair_point(PairPoint *p, int kind, SolveBody *A, SolveBody *B,
     p->lambda = next;
     p->f4.w = fmax(p->f4.w, next.w);  // the most it carried since its detection
     store_pair_point(solve_record, history_impulse_out, *p, stride);
-    add_point_impulse(sums, *p, *B, j);
-    move_pair(A, B, p->arm, (B->body >= 0) ? other_arm(*p, *B) : p->f2.xyz, j);
+    float3 arm_b = other_arm(*p, *B);
+    add_point_impulse(sums, p->arm, arm_b, j);
+    move_pair(A, B, p->arm, arm_b, j);
 }
 
 // Box3D's friction of a manifold at its centre and its twist about its normal n (reference.py
@@ -172,8 +174,9 @@ inline void take_friction_share(PairPoint *p, float3 n, float3 centre_a, float3 
     float3 j = tangential - p->lambda.xyz;
     p->lambda.xyz = tangential;
     store_pair_point(solve_record, history_impulse_out, *p, stride);
-    add_point_impulse(sums, *p, *B, j);
-    move_pair(A, B, p->arm, other_arm(*p, *B), j);
+    float3 arm_b = other_arm(*p, *B);
+    add_point_impulse(sums, p->arm, arm_b, j);
+    move_pair(A, B, p->arm, arm_b, j);
 }
 
 // The sums of a manifold's points that its friction needs (manifold_friction)
@@ -255,35 +258,47 @@ inline void centre_friction(PairPoint *points, int count, SolveBody *A, SolveBod
 #endif
 
 // centre_friction with each point read from global memory as it comes (a CPU, or a pair of more
-// than PAIR_CACHE points; records: the pair's slots)
+// than PAIR_CACHE points; records: the pair's slots); each point's group found once, for up to
+// GROUPED_POINTS points
+#define GROUPED_POINTS (MANIFOLD_GROUPS * MANIFOLD_POINTS)
 inline void centre_friction_uncached(__global const int *records, int count, int stride, PairMotion motion,
                                      SolveBody *A, SolveBody *B, PairSums *sums, __global float4 *solve_record,
                                      __global float4 *history_impulse_out)
 {
     float3 group_normals[MANIFOLD_GROUPS];
+    char group_of[GROUPED_POINTS];
     int groups = 0;
     bool has_b = B->body >= 0;
-    for (int t = 0; t < count && groups < MANIFOLD_GROUPS; ++t) {
-        float3 n = load_pair_point(solve_record, records[t], stride, motion, has_b, false).n;
-        if (manifold_group(n, group_normals, groups) < 0) group_normals[groups++] = n;
+    for (int t = 0; t < count; ++t) {
+        int slot = records[t], k = slot / stride;
+        float3 n = solve_record[k * SOLVE_FIELDS * stride + (slot - k * stride)].xyz;
+        int g = manifold_group(n, group_normals, groups);
+        if (g < 0 && groups < MANIFOLD_GROUPS) {
+            g = groups;
+            group_normals[groups++] = n;
+        }
+        if (t < GROUPED_POINTS) group_of[t] = (char)g;
     }
     for (int g = 0; g < groups; ++g) {
         float3 n = group_normals[g];
         ManifoldSums m = no_manifold_sums();
         for (int t = 0; t < count; ++t) {
+            if (t < GROUPED_POINTS && group_of[t] != g) continue;
             PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
-            if (manifold_group(p.n, group_normals, groups) == g) add_to_centres(&m, p, *B);
+            if (t < GROUPED_POINTS || manifold_group(p.n, group_normals, groups) == g) add_to_centres(&m, p, *B);
         }
         m.centre_a /= (float)m.members;
         m.centre_b /= (float)m.members;
         for (int t = 0; t < count; ++t) {
+            if (t < GROUPED_POINTS && group_of[t] != g) continue;
             PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
-            if (manifold_group(p.n, group_normals, groups) == g) add_to_loads(&m, p, n);
+            if (t < GROUPED_POINTS || manifold_group(p.n, group_normals, groups) == g) add_to_loads(&m, p, n);
         }
         manifold_friction(n, m.centre_a, m.centre_b, m.load, m.spread, m.twist_limit, m.mu, *A, *B, &m.held, &m.twist);
         for (int t = 0; t < count; ++t) {
+            if (t < GROUPED_POINTS && group_of[t] != g) continue;
             PairPoint p = load_pair_point(solve_record, records[t], stride, motion, has_b, false);
-            if (manifold_group(p.n, group_normals, groups) == g)
+            if (t < GROUPED_POINTS || manifold_group(p.n, group_normals, groups) == g)
                 take_friction_share(&p, n, m.centre_a, m.held, m.twist, m.spread, m.members, A, B, sums,
                                     solve_record, history_impulse_out, stride);
         }
@@ -342,10 +357,11 @@ __kernel void solve_pair_contacts(
         // on a resting one rebounded at 0.75-0.88 of its restitution)
         float4 constants = solve_constants;
         if (struck) constants.w = 1.0f;
-        SolveBody A = solve_body(b, body_position, body_orientation, body_momentum, body_angular_momentum,
-                                 body_velocity, body_angular_velocity, body_mass, body_inv_inertia);
-        SolveBody B = solve_body(c, body_position, body_orientation, body_momentum, body_angular_momentum,
-                                 body_velocity, body_angular_velocity, body_mass, body_inv_inertia);
+        FoundBody found_a = found_body(b, body_position, body_orientation, body_momentum, body_angular_momentum,
+                                       body_velocity, body_angular_velocity, body_mass);
+        FoundBody found_b = found_body(c, body_position, body_orientation, body_momentum, body_angular_momentum,
+                                       body_velocity, body_angular_velocity, body_mass);
+        SolveBody A = solve_body(found_a, body_inv_inertia), B = solve_body(found_b, body_inv_inertia);
         // a body that fell asleep after this detection's listing (63_islands.cl), or a sleeping
         // partner, holds like a static side: the pass moves the awake side only; two sleepers wait
         bool a_sleeps = is_asleep(body_quiet[b], sleep), b_sleeps = c >= 0 && is_asleep(body_quiet[c], sleep);
@@ -430,11 +446,11 @@ __kernel void solve_pair_contacts(
         // still is at most a resting support; kept, a support's share of a resting load became a push
         // at its waking (a stack at a 500-cube pile's edge wobbled apart at 0.5 m/s)
         if (!a_sleeps)
-            change_body_momenta(A, sums.impulse, sums.moment_a, substep, move, body_inv_inertia, body_position,
+            change_body_momenta(found_a, sums.impulse, sums.moment_a, substep, move, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);
         if (c >= 0 && !b_sleeps)
-            change_body_momenta(B, -sums.impulse, sums.moment_b, substep, move, body_inv_inertia, body_position,
+            change_body_momenta(found_b, -sums.impulse, sums.moment_b, substep, move, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);
     }

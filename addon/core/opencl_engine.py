@@ -271,8 +271,8 @@ PAIRS_PER_GROUP = 64
 # loads (H200 pile window, 10k: 424 -> 350 ms per simulated second). A CPU reads each point as it
 # comes (with the cache PoCL's passes took 22 % longer).
 PAIR_CACHE_GPU = 8
-# solve_pair_contacts' solve_kind (62_pair_solve.cl), as the profile names its launches
-SOLVE_KIND_NAMES = ("warm", "solve", "relax", "restitution")
+# solve_pair_contacts' launches as the profile names them, by solve_kind (62_pair_solve.cl)
+SOLVE_STAGES = tuple(f"solve_pair_contacts.{kind}" for kind in ("warm", "solve", "relax", "restitution"))
 
 
 def _geometries(contact_geometry: str | None):
@@ -952,7 +952,7 @@ class OpenCLEngine(StateMixin):
         sizes.append(((1,), (1,)))  # the overflow, one pair after another
         for kind in kinds:
             # profiled per kind: a pass's launches last as long as their slowest pair
-            stage = f"solve_pair_contacts.{SOLVE_KIND_NAMES[kind & 3]}"
+            stage = SOLVE_STAGES[kind & 3]
             for colour, (global_size, local_size) in enumerate(sizes):
                 self._enqueue(self._colour_kernel("solve_pair_contacts", colour, kind, parity),
                               stage, global_size, local_size)

@@ -126,31 +126,48 @@ def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r, margin=0.0, dv=N
     it) with i's centre moving at dv relative to j's; else (n from i towards j, depth, contact
     point, share)."""
     d = p_j - p_i
+    # Gottschalk's box test: every axis's reaches, and the centres' offset and relative velocity
+    # along it, from the 3x3 products of the two lattices' axes (40_contacts.cl voxel_pair, where
+    # this took a PoCL call from 152 to 86 ns against fifteen generic axes)
+    R = frame_i.T @ frame_j
+    AR = np.abs(R)
+    ad, bd = frame_i.T @ d, frame_j.T @ d
+    av, bv = (frame_i.T @ dv, frame_j.T @ dv) if dv is not None else (np.zeros(3), np.zeros(3))
     best = math.inf
     found = None
     for k in range(15):
+        if k < 3:
+            reach_i, reach_j, along, moving = r, r * AR[k].sum(), ad[k], av[k]
+        elif k < 6:
+            m = k - 3
+            reach_i, reach_j, along, moving = r * AR[:, m].sum(), r, bd[m], bv[m]
+        else:
+            a, b = divmod(k - 6, 3)
+            a1, a2, b1, b2 = (a + 1) % 3, (a + 2) % 3, (b + 1) % 3, (b + 2) % 3
+            length = math.sqrt(max(1.0 - R[a, b] * R[a, b], 0.0))  # |A_a x B_b|
+            if length < PARALLEL_EDGES:
+                continue
+            # (A_a x B_b) . A_n and . B_n are +-R's entries of the other two axes
+            reach_i = r * (AR[a1, b] + AR[a2, b]) / length
+            reach_j = r * (AR[a, b1] + AR[a, b2]) / length
+            along = (R[a1, b] * ad[a2] - R[a2, b] * ad[a1]) / length
+            moving = (R[a1, b] * av[a2] - R[a2, b] * av[a1]) / length
+        overlap = reach_i + reach_j - abs(along)
+        swept = overlap
+        if growth is not None:
+            swept += growth(float(moving) if along >= 0.0 else -float(moving))
+        if swept <= -margin:
+            return None  # a separating axis (by the margin, after closing for the speculative time)
+        biased = overlap if k < 6 else overlap * EDGE_AXIS_BIAS + 1e-6 * r
+        if biased >= best:
+            continue
         if k < 3:
             axis = frame_i[:, k]
         elif k < 6:
             axis = frame_j[:, k - 3]
         else:
             axis = np.cross(frame_i[:, (k - 6) // 3], frame_j[:, (k - 6) % 3])
-            length = np.linalg.norm(axis)
-            if length < PARALLEL_EDGES:
-                continue
-            axis = axis / length
-        reach_i = r * np.abs(frame_i.T @ axis).sum()
-        reach_j = r * np.abs(frame_j.T @ axis).sum()
-        along = axis @ d
-        overlap = reach_i + reach_j - abs(along)
-        swept = overlap
-        if growth is not None:
-            swept += growth(float(axis @ dv) if along >= 0.0 else -float(axis @ dv))
-        if swept <= -margin:
-            return None  # a separating axis (by the margin, after closing for the speculative time)
-        biased = overlap if k < 6 else overlap * EDGE_AXIS_BIAS + 1e-6 * r
-        if biased >= best:
-            continue
+            axis = axis / np.linalg.norm(axis)
         oriented = axis if along >= 0.0 else -axis
         if not (_presses_on_exposed_faces(oriented, frame_i, faces_i)
                 and _presses_on_exposed_faces(-oriented, frame_j, faces_j)):

@@ -2,7 +2,6 @@
 addon/core/pair_colouring.py) at the default settings (the rigid step): the colouring, the kernels
 against the NumPy reference, and what the solve holds (issue 22's scenes, E14-E16)."""
 import math
-import os
 from contextlib import nullcontext
 
 import numpy as np
@@ -176,14 +175,11 @@ def test_kernels_match_the_reference_when_a_body_outgrows_its_slots(monkeypatch)
 
 
 # The substep by which the kernels and the reference part on the colliding scene with rigid contacts
-# (the block where assert_kernels_follow_the_solve_reference first fails), +- a block: PoCL (the
-# same over thread counts and body lanes) since a plane record holds the point a turning voxel
-# touches at the next detection (30_colliders.cl voxel_support_turned: detected every substep they
-# part by 40, 60 before); the H100 (at 026822d within the bands it had at 1e7c1f3). Soft contacts
-# agree over the 50 substeps on both (on the H100 they parted by 20 and 40 before 026822d).
+# (the block where assert_kernels_follow_the_solve_reference first fails), +- a block: the same on
+# PoCL (over thread counts and body lanes) and on the H200 since voxel pairs are Gottschalk's box
+# test (the H200 parted by 60 before, detected every substep). Soft contacts agree over the 50
+# substeps on both.
 COLLIDING_SCENE_PARTS_AT = {(1, 0.0): (40, 10), (4, 0.0): (70, 10)}
-COLLIDING_SCENE_PARTS_ON_A_GPU = {(1, 0.0): (60, 10), (4, 0.0): (70, 10)}
-ON_A_GPU = os.environ.get("PRB_OPENCL_DEVICE", "cpu") != "cpu"  # tools/gpu_tests.py sets it
 PARTS = pytest.mark.xfail(strict=True, raises=KnownFailure, reason=XFAIL_COLLIDING_SCENE_PARTS)
 
 
@@ -212,8 +208,7 @@ def test_kernels_match_the_reference_coloured_solve(substeps_per_detection, hert
         parted_at, parting = None, None
     except AssertionError as failure:
         parted_at, parting = 10 * len(blocks), failure
-    bands = COLLIDING_SCENE_PARTS_ON_A_GPU if ON_A_GPU else COLLIDING_SCENE_PARTS_AT
-    band = bands.get((substeps_per_detection, hertz_fraction))
+    band = COLLIDING_SCENE_PARTS_AT.get((substeps_per_detection, hertz_fraction))
     with known_failure(parted_at=(parted_at, *band)) if band else nullcontext():
         assert parted_at is None, f"kernels and reference parted by substep {parted_at}: {parting}"
     assert solved > 0.0  # the solve gave impulses
