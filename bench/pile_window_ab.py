@@ -2,8 +2,10 @@
 each tree stepped to --start in its own process, then --window simulated seconds timed without
 profiling (wall time to the queue's finish), rounds interleaved so that drift of the machine shows
 in every tree alike. A tree is a folder holding addon/, kernels/ and bench/ (git archive of a
-commit, or "." for this one), optionally with one environment setting: "PATH@NAME=VALUE". Each
-result carries the sum of |position| at the window's end: equal sums say the trees' piles agree.
+commit, or "." for this one), optionally with settings after "@", comma-separated: NAME=VALUE in
+capitals sets an environment variable, a lower-case name a SimulationSettings field
+("PATH@PRB_PAIR_CACHE=0", ".@substep=0.0083333,substeps_per_detection=2"). Each result carries the
+sum of |position| at the window's end: equal sums say the trees' piles agree.
 
     python bench/pile_window_ab.py --trees out/base . --cubes 1000 10000 --out $OUT/ab.json
 """
@@ -28,7 +30,7 @@ from addon.core import SimulationSettings
 from addon.core.opencl_engine import OpenCLEngine
 from bench.scenes import cube_pile
 cubes, start, window = int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
-engine = OpenCLEngine(cube_pile(cubes), SimulationSettings())
+engine = OpenCLEngine(cube_pile(cubes), SimulationSettings(**json.loads(sys.argv[5])))
 per_second = int(round(1.0 / engine.params.substep))
 engine.step(int(round(start * per_second)))
 engine.queue.finish()
@@ -42,13 +44,16 @@ print(json.dumps({"ms_per_simulated_s": 1000.0 * (ended - began) / window, "devi
 
 
 def run_tree(tree: str, cubes: int, start: float, window: float) -> dict:
-    path, _, setting = tree.partition("@")
-    environment = dict(os.environ)
-    if setting:
-        name, value = setting.split("=", 1)
-        environment[name] = value
+    path, _, assignments = tree.partition("@")
+    environment, settings = dict(os.environ), {}
+    for assignment in filter(None, assignments.split(",")):
+        name, value = assignment.split("=", 1)
+        if name.isupper():
+            environment[name] = value
+        else:
+            settings[name] = json.loads(value)
     done = subprocess.run([sys.executable, "-c", CHILD, str(Path(path).resolve()), str(cubes), str(start),
-                           str(window)], capture_output=True, text=True, env=environment)
+                           str(window), json.dumps(settings)], capture_output=True, text=True, env=environment)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     return json.loads(lines[-1]) if lines else {"error": done.stderr[-2000:]}
 
