@@ -305,9 +305,12 @@ inline void centre_friction_uncached(__global const int *records, int count, int
     }
 }
 
-__kernel void solve_pair_contacts(
+// One pass of one colour over its pairs: this work-item takes the pairs first, first + step, ...
+inline void solve_colour_pairs(
     const int solve_colour,
     const int solve_kind,
+    const int first,
+    const int step,
     const int max_pairs,
     const int history_stride,
     const float substep,
@@ -337,7 +340,7 @@ __kernel void solve_pair_contacts(
     // the launch (sized from the last detection's count) leaves; the overflow (solve_colour ==
     // colour_limit, launched as one work-item) one after another in slot order
     int end = colour_start[solve_colour + 1];
-    for (int at = colour_start[solve_colour] + get_global_id(0); at < end; at += get_global_size(0)) {
+    for (int at = colour_start[solve_colour] + first; at < end; at += step) {
         int4 pair = colour_pairs[at];
         int b = pair.x / max_pairs, c = pair.y;
         int stride = history_stride;
@@ -453,5 +456,89 @@ __kernel void solve_pair_contacts(
             change_body_momenta(found_b, -sums.impulse, sums.moment_b, substep, move, body_inv_inertia, body_position,
                                 body_orientation, body_momentum, body_angular_momentum, body_velocity,
                                 body_angular_velocity);
+    }
+}
+
+__kernel void solve_pair_contacts(
+    const int solve_colour,
+    const int solve_kind,
+    const int max_pairs,
+    const int history_stride,
+    const float substep,
+    const float4 solve_constants,      // slop (m), push-out speed (m/s), bias rate (1/s), mass scale
+    __global const int *colour_start,
+    __global const int4 *colour_pairs,   // (slot g, other side, first record, record count)
+    __global const int *body_impact,
+    const float4 sleep,
+    __global const float *body_quiet,
+    __global const int *pair_records,
+    __global float4 *solve_record,
+    __global const float *body_mass,
+    __global const float *body_inv_inertia,
+    __global float4 *body_position,
+    __global float4 *body_orientation,
+    __global float4 *body_momentum,
+    __global float4 *body_angular_momentum,
+    __global float4 *body_velocity,
+    __global float4 *body_angular_velocity,
+    __global float4 *history_impulse_out,
+    __global const float4 *start_position,   // the bodies' poses at the substep's start and at the
+    __global const float4 *start_orientation,  // last detection (SUBSTEPS_PER_DETECTION > 1)
+    __global const float4 *detect_position,
+    __global const float4 *detect_orientation)
+{
+    solve_colour_pairs(solve_colour, solve_kind, get_global_id(0), get_global_size(0), max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact, sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position, body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity, history_impulse_out, start_position, start_orientation, detect_position, detect_orientation);
+}
+
+// A substep's passes in one launch (NVIDIA GPUs, where the host sizes the launch to one work-group
+// per compute unit, all resident): the warm start, the solve passes, the relax passes and, at a
+// detection's last substep, the restitution passes, each colour after the one before behind a
+// barrier across the launch (05_grid_barrier.cl), the overflow by work-item 0 after the colours.
+// The same order and arithmetic as solve_pair_contacts launched per colour and kind, without a
+// launch's cost per colour (bench/grid_barrier_cost.py: ~2 us a barrier against ~8 us a launch).
+__kernel void solve_substep_passes(
+    const int colour_limit,
+    const int solve_passes,
+    const int relax_passes,
+    const int restitution_passes,
+    const int sweep_backward,
+    volatile __global int *grid_sync,
+    const int max_pairs,
+    const int history_stride,
+    const float substep,
+    const float4 solve_constants,      // slop (m), push-out speed (m/s), bias rate (1/s), mass scale
+    __global const int *colour_start,
+    __global const int4 *colour_pairs,   // (slot g, other side, first record, record count)
+    __global const int *body_impact,
+    const float4 sleep,
+    __global const float *body_quiet,
+    __global const int *pair_records,
+    __global float4 *solve_record,
+    __global const float *body_mass,
+    __global const float *body_inv_inertia,
+    __global float4 *body_position,
+    __global float4 *body_orientation,
+    __global float4 *body_momentum,
+    __global float4 *body_angular_momentum,
+    __global float4 *body_velocity,
+    __global float4 *body_angular_velocity,
+    __global float4 *history_impulse_out,
+    __global const float4 *start_position,   // the bodies' poses at the substep's start and at the
+    __global const float4 *start_orientation,  // last detection (SUBSTEPS_PER_DETECTION > 1)
+    __global const float4 *detect_position,
+    __global const float4 *detect_orientation)
+{
+    int first = get_global_id(0), step = get_global_size(0), groups = get_num_groups(0);
+    int passes = 1 + solve_passes + relax_passes + restitution_passes;
+    for (int pass = 0; pass < passes; ++pass) {
+        int kind = pass == 0 ? 0 : pass <= solve_passes ? 1 : pass <= solve_passes + relax_passes ? 2 : 3;
+        if (kind && sweep_backward) kind |= SOLVE_PASS_BACKWARD;
+        for (int colour = 0; colour < colour_limit; ++colour) {
+            solve_colour_pairs(colour, kind, first, step, max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact, sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position, body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity, history_impulse_out, start_position, start_orientation, detect_position, detect_orientation);
+            grid_barrier(grid_sync, groups);
+        }
+        if (first == 0)
+            solve_colour_pairs(colour_limit, kind, 0, 1, max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact, sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position, body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity, history_impulse_out, start_position, start_orientation, detect_position, detect_orientation);
+        grid_barrier(grid_sync, groups);
     }
 }

@@ -70,6 +70,7 @@ class Stage:
 
 STAGES = (
     Stage("00_common.h"),  # types and maths, the grid's hashing, the contact law
+    Stage("05_grid_barrier.cl"),  # a barrier across a launch: functions solve_substep_passes calls
     Stage("10_grid.cl", ("assign_buckets", "scan_bucket_groups", "scan_group_totals", "scatter_to_buckets",
                          "sort_buckets")),
     Stage("20_gather.cl", ("gather_particles",)),
@@ -81,7 +82,7 @@ STAGES = (
     # passes a launch per colour (_enqueue_pair_solve), then the overflow's (_colour_pairs)
     Stage("61_pair_colouring.cl", ("list_solve_pairs", "reduce_pair_manifolds", "bid_for_colour", "take_colour", "start_colours",
                                    "gather_colour_pairs", "sort_overflow_pairs")),
-    Stage("62_pair_solve.cl", ("solve_pair_contacts",)),
+    Stage("62_pair_solve.cl", ("solve_pair_contacts", "solve_substep_passes")),
     # after a detection's first substep: islands of touching bodies sleep together
     Stage("63_islands.cl", ("spread_island_quiet", "settle_islands")),
 )
@@ -250,10 +251,11 @@ DEVICE_BUFFERS = (
 )
 DEVICE_BUFFER = {row.name: row for row in DEVICE_BUFFERS}
 PAIR_SLOT_BUFFERS = tuple(row.name for row in DEVICE_BUFFERS if row.slots == PAIR_SLOTS)
-# the kernels' other buffers, by what fixes their size: the colouring's totals and colour starts;
+# the kernels' other buffers, by what fixes their size: the colouring's totals and colour starts,
+# the barrier's counter and generation (05_grid_barrier.cl);
 # the rebuild flags (a double buffer) and counter; the planes', materials' and triangles' tables;
 # the grid's bucket counts, their scan and its groups' offsets (see GRID_BUCKETS_PER_PARTICLE)
-FIXED_SIZE_BUFFERS = ("pair_totals", "colour_start", "rebuild", "next_rebuild", "rebuild_count",
+FIXED_SIZE_BUFFERS = ("pair_totals", "colour_start", "grid_sync", "rebuild", "next_rebuild", "rebuild_count",
                       "pair_restitution", "pair_damping_ratio", "pair_friction", "pair_rolling",
                       "plane_point", "plane_normal", "plane_material",
                       "triangle_vertices", "collider_vertex", "collider_velocity", "triangle_bounds",
@@ -266,6 +268,9 @@ COLOUR_LAUNCH_MARGIN = 1.25
 # solved one after another (32 lanes per pair, sharing out its records, left 31 idle: the 10k pile
 # 647 -> 459 ms per simulated second on the H100 with one, rigid-step.md)
 PAIRS_PER_GROUP = 64
+# Work-items per work-group of solve_substep_passes (at most what the device allows the kernel):
+# enough to hold a colour's pairs of the 100k pile in one sweep of the compute units
+SUBSTEP_PASSES_GROUP_SIZE = 256
 # A pair's points the passes read into private memory before solving the first, on a GPU
 # (62_pair_solve.cl PAIR_CACHE): a colour's launch lasts its slowest pair's chain of dependent
 # loads (H200 pile window, 10k: 424 -> 350 ms per simulated second). A CPU reads each point as it
@@ -348,6 +353,21 @@ def pair_cache(is_gpu: bool) -> int:
     if override:
         return int(override)
     return PAIR_CACHE_GPU if is_gpu else 0
+
+
+def one_launch_passes(device_info) -> bool:
+    """Whether a substep's passes run in one launch (62_pair_solve.cl solve_substep_passes) rather
+    than a launch per colour and pass: on NVIDIA GPUs, whose barrier across a launch needs PTX's
+    fence (05_grid_barrier.cl). PRB_ONE_LAUNCH_PASSES=1 or 0 overrides (tests run it on a CPU, as
+    one work-group)."""
+    override = os.environ.get("PRB_ONE_LAUNCH_PASSES")
+    if override:
+        return override == "1"
+    return is_nvidia(device_info)
+
+
+def is_nvidia(device_info) -> bool:
+    return "cl_nv_device_attribute_query" in device_info.extensions
 
 
 def choose_body_lanes(particles_per_body: np.ndarray, is_gpu: bool) -> int:
@@ -451,6 +471,7 @@ class OpenCLEngine(StateMixin):
                    f"-DTURNING_ANCHOR={TURNING_ANCHOR!r}f",
                    f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
                    f"-DPAIR_CACHE={pair_cache(self.device_info.is_gpu)}",
+                   f"-DGRID_FENCE_MEMBAR={int(is_nvidia(self.device_info))}",
                    f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", f"-DOVERFLOW_PAIRS={OVERFLOW_PAIRS}",
                    *manifold_defines(model.particle_radius),
                    "-cl-denorms-are-zero", OPENCL_C_STANDARD]
@@ -481,6 +502,16 @@ class OpenCLEngine(StateMixin):
                         kernel.set_arg(index, np.int32(woken_pass))
                 else:
                     self._argument_users[parameter].append((kernels, index))
+        self.one_launch_passes = self.solving and one_launch_passes(self.device_info)
+        if self.one_launch_passes:
+            # one work-group per compute unit, so that all are resident (the barrier across them
+            # waits for every one); a CPU asked to runs one
+            device = self.context.devices[0]
+            limit = self._kernels["solve_substep_passes"][0].get_work_group_info(
+                cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
+            local = min(SUBSTEP_PASSES_GROUP_SIZE, limit)
+            groups = device.max_compute_units if self.device_info.is_gpu else 1
+            self._substep_passes_size = ((groups * local,), (local,))
         # every kernel argument by its parameter name: a buffer, a value, or a ByParity pair of them
         self.arguments: dict[str, object] = {}
         self.substep_parity = 0
@@ -570,6 +601,7 @@ class OpenCLEngine(StateMixin):
             a[name] = table(name)
         a["pair_totals"] = buffer(nbytes=4 * (PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS))
         a["colour_start"] = buffer(nbytes=4 * (MAX_PAIR_COLOURS + 2))
+        a["grid_sync"] = buffer(np.zeros(2, np.int32))
         # what the detections so far needed, as read back (the first detection's at once, every
         # later one's at the detection after it): the colouring rounds and the colours a detection
         # enqueues, and each colour's pairs (its launch's size)
@@ -580,6 +612,7 @@ class OpenCLEngine(StateMixin):
         self._totals_read = None  # the event of the last detection's read of pair_totals
         self.detections_with_dropped_pairs = 0  # detections where a body had more others than slots
         self._colour_kernels = {}
+        self._substep_passes_colours = {}  # the colour_limit each solve_substep_passes instance has
         a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
         self._table_double_buffer("history_impulse", np.float32(0))
         # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the H100
@@ -693,6 +726,9 @@ class OpenCLEngine(StateMixin):
             colour_limit=np.int32(1),  # set per detection by _colour_pairs
             # set per launch by _enqueue_pair_solve
             solve_colour=np.int32(0), solve_kind=np.int32(0), colour_round=np.int32(0),
+            # set per launch by _enqueue_pair_solve when the passes run in one launch
+            solve_passes=np.int32(self.solve_passes), relax_passes=np.int32(self.settings.relax_passes),
+            restitution_passes=np.int32(0), sweep_backward=np.int32(0),
             woken_pass=np.int32(0),  # 1, 2, ... in the instances of _woken_contacts, set once
         )
         self._bind()
@@ -938,10 +974,41 @@ class OpenCLEngine(StateMixin):
         pairs listed and coloured when the contacts were detected."""
         if detecting:
             self._colour_pairs(parity)
+        backward = self.substeps_done % 2 == 1
+        if self.one_launch_passes:
+            kernel = self._substep_passes_kernel(last_of_detection, backward, parity)
+            self._enqueue(kernel, "solve_substep_passes", *self._substep_passes_size)
+        else:
+            self._enqueue_colour_launches(parity, last_of_detection, backward)
+        if detecting and self.sleep[0] > 0.0:
+            for name in ("spread_island_quiet", "settle_islands"):
+                self._enqueue(self._kernels[name][parity], name, *self._work_sizes[name])
+
+    def _substep_passes_kernel(self, last_of_detection, backward, parity):
+        """The instance of solve_substep_passes for a substep with or without the restitution
+        passes, swept forward or backward, its arguments set once but for the colours launched
+        (raised by the detections)."""
+        key = (last_of_detection, backward, parity)
+        kernel = self._colour_kernels.get(key)
+        if kernel is None:
+            kernel = self.cl.Kernel(self.program, "solve_substep_passes")
+            for index, parameter in enumerate(self.kernel_parameters["solve_substep_passes"]):
+                value = {"restitution_passes": np.int32(MANIFOLD_RESTITUTION_PASSES if last_of_detection else 0),
+                         "sweep_backward": np.int32(backward)}.get(parameter, self.arguments[parameter])
+                kernel.set_arg(index, value[parity] if isinstance(value, ByParity) else value)
+            self._colour_kernels[key] = kernel
+        if self._substep_passes_colours.get(key) != self.colour_limit:
+            kernel.set_arg(0, np.int32(self.colour_limit))  # colour_limit: the kernel's first parameter
+            self._substep_passes_colours[key] = self.colour_limit
+        return kernel
+
+    def _enqueue_colour_launches(self, parity, last_of_detection, backward):
+        """The passes as a launch per colour and pass kind, and one of a single work-item for the
+        overflow."""
         kinds = [0] + [1] * self.solve_passes + [2] * self.settings.relax_passes
         if last_of_detection:
             kinds += [3] * MANIFOLD_RESTITUTION_PASSES  # once per detection (62_pair_solve.cl)
-        if self.substeps_done % 2:
+        if backward:
             # every other substep each pair's points last to first (reference.py _solve_pairs)
             kinds = [kind | SOLVE_PASS_BACKWARD if kind else kind for kind in kinds]
         counts = np.zeros(self.colour_limit, np.int64)
@@ -956,9 +1023,6 @@ class OpenCLEngine(StateMixin):
             for colour, (global_size, local_size) in enumerate(sizes):
                 self._enqueue(self._colour_kernel("solve_pair_contacts", colour, kind, parity),
                               stage, global_size, local_size)
-        if detecting and self.sleep[0] > 0.0:
-            for name in ("spread_island_quiet", "settle_islands"):
-                self._enqueue(self._kernels[name][parity], name, *self._work_sizes[name])
 
     @property
     def rebuilds(self) -> int:

@@ -348,6 +348,33 @@ def test_the_gpus_cached_points_solve_as_points_read_one_by_one(monkeypatch):
             np.testing.assert_array_equal(getattr(states[0], name), getattr(states[1], name))
 
 
+def test_the_passes_in_one_launch_solve_as_a_launch_per_colour(monkeypatch):
+    """On NVIDIA GPUs a substep's passes run in one launch, its colours apart by a barrier across the
+    launch (62_pair_solve.cl solve_substep_passes, 05_grid_barrier.cl); elsewhere a launch per colour
+    and pass. Both give the same numbers to the bit: on a pile, on the colliding scene (impacts:
+    the restitution passes) and on the tumbling scene without spare colouring rounds (pairs in the
+    overflow). On a CPU the one launch is one work-group; tools/gpu_tests.py runs this on the GPU,
+    where it is one per compute unit."""
+    from bench.scenes import cube_pile
+    spare_nothing(monkeypatch)
+    # (model, substeps, how far some body moves at least)
+    scenes = [(cube_pile(40), 400, 0.05), (colliding_scene(0.85), 160, 0.05), (tumbling_bodies(seed=12), 60, 0.05)]
+    overflow = 0
+    for model, substeps, moved in scenes:
+        states = []
+        for one_launch in ("1", "0"):
+            monkeypatch.setenv("PRB_ONE_LAUNCH_PASSES", one_launch)
+            engine = OpenCLEngine(model, SimulationSettings())
+            assert engine.one_launch_passes == (one_launch == "1")
+            engine.step(substeps)
+            states.append(engine.body_state())
+            overflow = max(overflow, engine.overflow_pair_count)
+        assert np.abs(states[0].position - model.body_position).max() > moved
+        for name in ("position", "orientation", "velocity", "angular_velocity"):
+            np.testing.assert_array_equal(getattr(states[0], name), getattr(states[1], name))
+    assert overflow > 0
+
+
 def board_under_stones(stones):
     """A board one voxel thick on the ground with ``stones`` one-voxel stones resting on it, on every
     other voxel of a square grid (2 voxels apart, beyond VOXEL_PAIR_REACH of each other): the board
