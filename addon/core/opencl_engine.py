@@ -367,6 +367,7 @@ def one_launch_passes(device_info) -> bool:
 
 
 def is_nvidia(device_info) -> bool:
+    """An NVIDIA device (its driver's own extension): its OpenCL C takes inline PTX."""
     return "cl_nv_device_attribute_query" in device_info.extensions
 
 
@@ -612,7 +613,8 @@ class OpenCLEngine(StateMixin):
         self._totals_read = None  # the event of the last detection's read of pair_totals
         self.detections_with_dropped_pairs = 0  # detections where a body had more others than slots
         self._colour_kernels = {}
-        self._substep_passes_colours = {}  # the colour_limit each solve_substep_passes instance has
+        # solve_substep_passes' instances: (kernel, the colour_limit it was given)
+        self._substep_passes_kernels = {}
         a["pair_restitution"] = buffer(pr.restitution.astype(np.float32).ravel())
         self._table_double_buffer("history_impulse", np.float32(0))
         # slot-major (slot s of particle i at s * P + i): measured faster than particle-major on the H100
@@ -726,7 +728,8 @@ class OpenCLEngine(StateMixin):
             colour_limit=np.int32(1),  # set per detection by _colour_pairs
             # set per launch by _enqueue_pair_solve
             solve_colour=np.int32(0), solve_kind=np.int32(0), colour_round=np.int32(0),
-            # set per launch by _enqueue_pair_solve when the passes run in one launch
+            # solve_substep_passes' (the restitution passes and the sweep set per instance by
+            # _substep_passes_kernel)
             solve_passes=np.int32(self.solve_passes), relax_passes=np.int32(self.settings.relax_passes),
             restitution_passes=np.int32(0), sweep_backward=np.int32(0),
             woken_pass=np.int32(0),  # 1, 2, ... in the instances of _woken_contacts, set once
@@ -945,6 +948,7 @@ class OpenCLEngine(StateMixin):
         self.arguments["max_pairs"] = np.int32(self.max_pairs)
         self._bind((*PAIR_SLOT_BUFFERS, "pair_count", "max_pairs"))
         self._colour_kernels.clear()
+        self._substep_passes_kernels.clear()
 
     def _last_totals(self):
         """The last detection's pair totals once the device has them; None before any."""
@@ -989,17 +993,17 @@ class OpenCLEngine(StateMixin):
         passes, swept forward or backward, its arguments set once but for the colours launched
         (raised by the detections)."""
         key = (last_of_detection, backward, parity)
-        kernel = self._colour_kernels.get(key)
+        kernel, colour_limit = self._substep_passes_kernels.get(key, (None, None))
         if kernel is None:
             kernel = self.cl.Kernel(self.program, "solve_substep_passes")
             for index, parameter in enumerate(self.kernel_parameters["solve_substep_passes"]):
                 value = {"restitution_passes": np.int32(MANIFOLD_RESTITUTION_PASSES if last_of_detection else 0),
                          "sweep_backward": np.int32(backward)}.get(parameter, self.arguments[parameter])
                 kernel.set_arg(index, value[parity] if isinstance(value, ByParity) else value)
-            self._colour_kernels[key] = kernel
-        if self._substep_passes_colours.get(key) != self.colour_limit:
+            colour_limit = int(self.arguments["colour_limit"])
+        if colour_limit != self.colour_limit:
             kernel.set_arg(0, np.int32(self.colour_limit))  # colour_limit: the kernel's first parameter
-            self._substep_passes_colours[key] = self.colour_limit
+        self._substep_passes_kernels[key] = (kernel, self.colour_limit)
         return kernel
 
     def _enqueue_colour_launches(self, parity, last_of_detection, backward):
