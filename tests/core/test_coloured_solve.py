@@ -310,6 +310,12 @@ def test_incline_thresholds_are_still_those_of_coulomb_friction():
     assert abs(a - expected) < 1e-3 * expected, (a, expected)
 
 
+def assert_same_bits(state, other):
+    """Two runs' bodies alike to the bit: poses and velocities."""
+    for name in ("position", "orientation", "velocity", "angular_velocity"):
+        np.testing.assert_array_equal(getattr(state, name), getattr(other, name))
+
+
 def test_re_runs_are_bit_identical():
     """Each colour's pairs are gathered in the order their work-items took the colour (atomics), but
     no two pairs of a colour share a body or a record, so the order cannot change a result."""
@@ -322,9 +328,7 @@ def test_re_runs_are_bit_identical():
         engine.step(400)  # and its islands fall asleep
         runs.append(engine.body_state())
     assert np.all(runs[0].velocity == 0.0)
-    np.testing.assert_array_equal(runs[0].position, runs[1].position)
-    np.testing.assert_array_equal(runs[0].orientation, runs[1].orientation)
-    np.testing.assert_array_equal(runs[0].velocity, runs[1].velocity)
+    assert_same_bits(*runs)
 
 
 def test_the_gpus_cached_points_solve_as_points_read_one_by_one(monkeypatch):
@@ -344,8 +348,7 @@ def test_the_gpus_cached_points_solve_as_points_read_one_by_one(monkeypatch):
             engine.step(substeps)
             states.append(engine.body_state())
         assert np.abs(states[0].position - model.body_position).max() > 0.05  # the bodies moved
-        for name in ("position", "orientation", "velocity", "angular_velocity"):
-            np.testing.assert_array_equal(getattr(states[0], name), getattr(states[1], name))
+        assert_same_bits(*states)
 
 
 def test_the_passes_in_one_launch_solve_as_a_launch_per_colour(monkeypatch):
@@ -370,8 +373,7 @@ def test_the_passes_in_one_launch_solve_as_a_launch_per_colour(monkeypatch):
             states.append(engine.body_state())
             overflow = max(overflow, engine.overflow_pair_count)
         assert np.abs(states[0].position - model.body_position).max() > moved
-        for name in ("position", "orientation", "velocity", "angular_velocity"):
-            np.testing.assert_array_equal(getattr(states[0], name), getattr(states[1], name))
+        assert_same_bits(*states)
     assert overflow > 0
 
 
