@@ -78,8 +78,9 @@ STAGES = (
     Stage("40_contacts.cl", ("compute_contacts",)),
     Stage("50_bodies.cl", ("integrate_bodies",)),
     Stage("60_solve.cl"),  # the solve's passes over one record: functions solve_pair_contacts calls
-    # if solving (Rigid Voxels): the body pairs listed and coloured, then the warm start and the
-    # passes a launch per colour (_enqueue_pair_solve), then the overflow's (_colour_pairs)
+    # if solving (Rigid Voxels): the body pairs listed and coloured (_colour_pairs), then the warm
+    # start and the passes, a launch per colour and the overflow's, or on NVIDIA GPUs one launch a
+    # substep (_enqueue_pair_solve)
     Stage("61_pair_colouring.cl", ("list_solve_pairs", "reduce_pair_manifolds", "bid_for_colour", "take_colour", "start_colours",
                                    "gather_colour_pairs", "sort_overflow_pairs")),
     Stage("62_pair_solve.cl", ("solve_pair_contacts", "solve_substep_passes")),
