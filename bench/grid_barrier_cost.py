@@ -27,11 +27,12 @@ __kernel void barriers(const int count, volatile __global int *grid_sync, __glob
 {
     int group = get_group_id(0), groups = get_num_groups(0);
     int misses = 0;
+    volatile __local int arrived;
     for (int k = 1; k <= count; ++k) {
         if (get_local_id(0) == 0) slots[group] = k;
-        grid_barrier(grid_sync, groups);
+        if (!grid_barrier(grid_sync, groups, &arrived)) return;
         if (slots[(group + 1 + get_local_id(0)) % groups] != k) misses++;
-        grid_barrier(grid_sync, groups);
+        if (!grid_barrier(grid_sync, groups, &arrived)) return;
     }
     atomic_add(wrong, misses);
 }
@@ -51,7 +52,7 @@ def main():
     units = device.max_compute_units
     report = {"benchmark": "grid_barrier_cost", "commit": commit(), "cpu_model": cpu_model(),
               "device": device_info.label, "compute_units": units, "runs": []}
-    sync = cl.Buffer(context, cl.mem_flags.READ_WRITE, 8)
+    sync = cl.Buffer(context, cl.mem_flags.READ_WRITE, 12)  # count, generation, gave up
     slots = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4 * 2 * units)  # groups: at most two per unit
     wrong = cl.Buffer(context, cl.mem_flags.READ_WRITE, 4)
     nvidia = "cl_nv_device_attribute_query" in device.extensions

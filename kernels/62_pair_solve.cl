@@ -530,15 +530,18 @@ __kernel void solve_substep_passes(
 {
     int first = get_global_id(0), step = get_global_size(0), groups = get_num_groups(0);
     int passes = 1 + solve_passes + relax_passes + restitution_passes;
+    volatile __local int arrived;  // grid_barrier's word to the group: every group arrived
     for (int pass = 0; pass < passes; ++pass) {
         int kind = pass == 0 ? 0 : pass <= solve_passes ? 1 : pass <= solve_passes + relax_passes ? 2 : 3;
         if (kind && sweep_backward) kind |= SOLVE_PASS_BACKWARD;
         for (int colour = 0; colour < colour_limit; ++colour) {
             solve_colour_pairs(colour, kind, first, step, max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact, sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position, body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity, history_impulse_out, start_position, start_orientation, detect_position, detect_orientation);
-            grid_barrier(grid_sync, groups);
+            if (!grid_barrier(grid_sync, groups, &arrived))
+                return;
         }
         if (first == 0)
             solve_colour_pairs(colour_limit, kind, 0, 1, max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact, sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position, body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity, history_impulse_out, start_position, start_orientation, detect_position, detect_orientation);
-        grid_barrier(grid_sync, groups);
+        if (!grid_barrier(grid_sync, groups, &arrived))
+            return;
     }
 }

@@ -1,7 +1,9 @@
 """OpenCL platform and device discovery, and the choice of device.
 
 Choice order: an explicit selector (argument), else the ``PRB_OPENCL_DEVICE`` environment variable,
-else "auto" (the first GPU, else a CPU device with a message saying so).
+else "auto": the GPUs, then the CPU drivers (PoCL, then Intel's runtime), the first whose probe kernel
+builds and runs (probe_device), with one line logged for each skipped and a message saying so when it
+falls back to a CPU.
 
 Selectors: "auto", "gpu", "cpu", "P:D" (platform and device index as listed by ``list_devices``),
 or any other text, matched case-insensitively against "platform / device" names.
@@ -18,6 +20,8 @@ import re
 import shutil
 import sys
 import tempfile
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,32 +76,68 @@ def pocl_toolchain_missing() -> list[str]:
     return missing
 
 
-def _expose_bundled_pocl() -> None:
-    """Make the PoCL that ships in pyopencl's wheel visible to whichever OpenCL loader is in the process.
+# Intel's CPU OpenCL runtime as pip installs it (intel-opencl-rt, with tbb and intel-cmplr-lib-rt):
+# its library lands in <prefix>/lib, and the ICD file the wheel brings names a placeholder path.
+INTEL_CPU_LIBRARY = "libintelocl.so"
+# Folders the Blender layer adds (the driver it fetched into the extension's user folder).
+_driver_folders: list[Path] = []
 
-    pyopencl's own loader finds it, but a Blender built against the system's libOpenCL (Linux
-    distribution packages) resolves OpenCL to the system loader, which only reads
-    /etc/OpenCL/vendors. OCL_ICD_VENDORS pointing at a folder with the system's ICD files plus one
-    naming the bundled library serves both loaders. Set only when the user has not set it.
-    """
-    if os.environ.get("OCL_ICD_VENDORS") or not sys.platform.startswith("linux"):
-        return
+
+def add_driver_folder(folder) -> None:
+    """Look for a CPU OpenCL driver (Intel's runtime library) in ``folder`` as well; before the first
+    device query of the process, since the OpenCL loader reads its driver list once."""
+    folder = Path(folder)
+    if folder not in _driver_folders:
+        _driver_folders.append(folder)
+
+
+def bundled_drivers() -> list[Path]:
+    """The OpenCL driver libraries that come with the add-on's Python packages rather than the
+    system: the PoCL in pyopencl's Linux wheel, and Intel's CPU runtime where pip installed it into
+    this Python's prefix or the add-on fetched it."""
+    found = []
     try:
         import pyopencl
+        found += sorted((Path(pyopencl.__file__).resolve().parent / ".libs").glob("libpocl*.so*"))[:1]
     except ImportError:
+        pass
+    for folder in [Path(sys.prefix) / "lib", *_driver_folders]:
+        library = folder / INTEL_CPU_LIBRARY
+        if library.is_file():
+            found.append(library)
+            break
+    return found
+
+
+def _expose_bundled_drivers() -> None:
+    """Make the drivers that ship with the add-on's packages visible to whichever OpenCL loader is in
+    the process, beside the system's (or the user's OCL_ICD_VENDORS folder's) own.
+
+    pyopencl's own loader finds its PoCL, but a Blender built against the system's libOpenCL (Linux
+    distribution packages) resolves OpenCL to the system loader, which only reads
+    /etc/OpenCL/vendors, and neither finds Intel's runtime, whose ICD file pip installs with a
+    placeholder path. OCL_ICD_VENDORS pointing at a folder with the system's (or the user's) ICD
+    files plus one naming each bundled library serves both loaders.
+    """
+    if not sys.platform.startswith("linux") or os.environ.get("PRB_OPENCL_VENDORS_EXPOSED"):
         return
-    libs = Path(pyopencl.__file__).resolve().parent / ".libs"
-    bundled = sorted(libs.glob("libpocl*.so*"))
-    if not bundled:
+    drivers = bundled_drivers()
+    if not drivers:
         return
+    given = os.environ.get("OCL_ICD_VENDORS")
     folder = Path(tempfile.mkdtemp(prefix="prb-opencl-vendors-"))
     # The loader reads the folder when OpenCL is first used, and processes started from this one
     # inherit the variable: it lives as long as this process, no longer.
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    for icd in glob.glob("/etc/OpenCL/vendors/*.icd"):
-        shutil.copy(icd, folder / Path(icd).name)
-    (folder / "prb-bundled-pocl.icd").write_text(str(bundled[0]) + "\n")
+    if given and Path(given).is_file():
+        shutil.copy(given, folder / Path(given).name)
+    else:
+        for icd in glob.glob(os.path.join(given or "/etc/OpenCL/vendors", "*.icd")):
+            shutil.copy(icd, folder / Path(icd).name)
+    for library in drivers:
+        (folder / f"prb-bundled-{library.name.split('.')[0]}.icd").write_text(str(library) + "\n")
     os.environ["OCL_ICD_VENDORS"] = str(folder)
+    os.environ["PRB_OPENCL_VENDORS_EXPOSED"] = "1"
 
 
 # The kernels are OpenCL C 1.2, built with -cl-std=CL1.2 on every device (opencl_engine.py): what
@@ -125,6 +165,10 @@ class DeviceInfo:
     global_memory: int  # bytes
     opencl_c_version: tuple[int, int]  # (major, minor) the device compiles; (0, 0): unreadable
     extensions: frozenset[str]
+    platform_version: str = ""
+    # NVIDIA's CL_DEVICE_KERNEL_EXEC_TIMEOUT_NV: the display's watchdog ends (and on Windows resets
+    # the driver over) any launch longer than about 2 s
+    kernel_timeout: bool = False
 
     @property
     def selector(self) -> str:
@@ -161,6 +205,16 @@ def _opencl_c_version(cl, device) -> tuple[int, int]:
     return (int(found[1]), int(found[2])) if found else (0, 0)
 
 
+def _kernel_timeout(cl, device, extensions) -> bool:
+    """Whether NVIDIA's driver bounds a launch's time on this device (a GPU driving a display)."""
+    if "cl_nv_device_attribute_query" not in extensions:
+        return False
+    try:
+        return bool(device.kernel_exec_timeout_nv)
+    except (cl.Error, AttributeError):
+        return True  # unreadable: assume the watchdog, the safe side
+
+
 def _nvidia_icd_hint() -> str:
     found = [p for pattern in NVIDIA_LIBRARY_GLOBS for p in glob.glob(pattern)]
     if not found:
@@ -185,7 +239,7 @@ def _import_pyopencl():
 
 def _all_devices() -> list[DeviceInfo]:
     """Every OpenCL device found, those refused (``problem``) included."""
-    _expose_bundled_pocl()
+    _expose_bundled_drivers()
     cl = _import_pyopencl()
     try:
         platforms = cl.get_platforms()
@@ -207,10 +261,12 @@ def _all_devices() -> list[DeviceInfo]:
         for di, device in enumerate(platform_devices):
             if any(d.platform_name == platform.name and d.device_name == device.name for d in devices):
                 continue  # the same driver reached through two ICD files
+            extensions = frozenset(device.extensions.split())
             devices.append(DeviceInfo(
                 pi, di, platform.name, device.name,
                 bool(device.type & cl.device_type.GPU), int(device.global_mem_size),
-                _opencl_c_version(cl, device), frozenset(device.extensions.split()),
+                _opencl_c_version(cl, device), extensions, str(getattr(platform, "version", "")),
+                _kernel_timeout(cl, device, extensions),
             ))
     if not devices:
         if pocl_missing:
@@ -236,9 +292,206 @@ def list_devices() -> list[DeviceInfo]:
     return _usable(devices)
 
 
+# A small kernel every candidate device must build and run before it is chosen: drivers that list
+# a device but cannot compile for it (PoCL 3.0's LLVM 14 on CPUs newer than itself asks clang for
+# the target CPU 'generic' and fails every build) are skipped for the next candidate. It uses what
+# the engine's kernels use: local memory and its barrier, global atomics, float maths.
+PROBE_SOURCE = """
+#ifdef PRB_FAIL_BUILD
+#error "PRB_OPENCL_FAIL_BUILD names this device: its build fails on purpose"
+#endif
+__kernel void probe(__global float *values, volatile __global int *count)
+{
+    __local float mirrored[PROBE_ITEMS];
+    int i = get_local_id(0);
+    mirrored[PROBE_ITEMS - 1 - i] = values[i];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    values[i] = sqrt(mirrored[i]) * 2.0f + 1.0f;
+    atomic_inc(count);
+}
+"""
+PROBE_ITEMS = 64
+# For tests: a device whose "platform / device" name holds this text fails its probe's build, through
+# its own compiler, as on a CPU its driver cannot target.
+FAIL_BUILD_VARIABLE = "PRB_OPENCL_FAIL_BUILD"
+BUILD_LOG_NAME = "opencl-build.log"
+_probe_results: dict[tuple[str, str, str], str | None] = {}
+_build_log_written: set[Path] = set()
+
+
+def build_log_path() -> Path:
+    """Where the full build logs of failed probes go (the messages name it; never the panel or the
+    terminal): the user's cache folder."""
+    if sys.platform.startswith("win"):
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "particle-rigid-bodies" / BUILD_LOG_NAME
+
+
+def _write_build_log(info: DeviceInfo, text: str) -> Path:
+    """Append one failure's full text to the build log (started afresh by each process)."""
+    path = build_log_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a" if path in _build_log_written else "w", encoding="utf-8") as log_file:
+            log_file.write(f"=== {info.label} [{info.platform_version.strip()}] on {cpu_description()}\n"
+                           f"{text.rstrip()}\n\n")
+        _build_log_written.add(path)
+    except OSError as exc:  # a read-only home: the message still says what failed
+        log.debug("build log not written to %s: %s", path, exc)
+    return path
+
+
+def _first_error_line(text: str) -> str:
+    """The line of a build log that says what failed (compilers print notes and warnings around it),
+    without the temporary file's name the compiler gives the source."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    line = next((line for line in lines if "error" in line.lower() and "clBuildProgram failed" not in line
+                 and not line.startswith(("(options", "Build on"))),
+                lines[0] if lines else "no message")
+    return re.sub(r"^(\w*\s*error:\s*)\S+:\d+:\d+:\s*", r"\1", line)[:200]
+
+
+@contextmanager
+def _stderr_captured():
+    """Collect what a driver writes to the process's standard error (PoCL's compiler prints its
+    diagnostics there itself) into a list of one string, for the build log instead of the terminal."""
+    captured = [""]
+    try:
+        saved = os.dup(2)
+    except OSError:  # no standard error to redirect (a process without one)
+        yield captured
+        return
+    with tempfile.TemporaryFile() as sink:
+        try:
+            sys.stderr.flush()
+            os.dup2(sink.fileno(), 2)
+            yield captured
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            captured[0] = sink.read().decode("utf-8", errors="replace")
+
+
+def cpu_description() -> str:
+    """The processor, as a user would look it up ("AMD Ryzen 9 9950X, family 26")."""
+    model, family = "", ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if key.strip() == "model name" and not model:
+                    model = value.strip()
+                elif key.strip() == "cpu family" and not family:
+                    family = value.strip()
+                if model and family:
+                    break
+    except OSError:
+        import platform
+        model = platform.processor() or platform.machine()
+    return f"{model or 'unknown CPU'}" + (f", family {family}" if family else "")
+
+
+def probe_device(info: DeviceInfo) -> str | None:
+    """Build and run the probe kernel on a device: None if it ran right, else one line saying what
+    failed (the full text goes to build_log_path()). Once per device and process."""
+    fail_build = os.environ.get(FAIL_BUILD_VARIABLE, "").strip().lower()
+    key = (info.platform_name, info.device_name, fail_build)
+    if key in _probe_results:
+        return _probe_results[key]
+    cl = _import_pyopencl()
+    options = ["-cl-std=CL1.2", f"-DPROBE_ITEMS={PROBE_ITEMS}"]
+    if fail_build and fail_build in f"{info.platform_name} / {info.device_name}".lower():
+        options.append("-DPRB_FAIL_BUILD")
+    stage = "could not be opened"
+    with _stderr_captured() as printed, warnings.catch_warnings():
+        # a compiler's notes on a build that succeeded (pyopencl's CompilerWarning) say nothing to a user
+        warnings.simplefilter("ignore")
+        reason = _run_probe(cl, info, options)
+    if reason is not None:
+        stage, text = reason
+        if printed[0].strip():
+            text += "\n\nThe driver printed:\n" + printed[0]
+        path = _write_build_log(info, f"{stage}\n{text}")
+        reason = f"{stage} ({_first_error_line(text)}); build log: {path}"
+    _probe_results[key] = reason
+    return reason
+
+
+def _run_probe(cl, info: DeviceInfo, options: list[str]) -> tuple[str, str] | None:
+    """(what failed, the driver's full text), or None when the probe ran right."""
+    import numpy as np
+    stage = "could not be opened"
+    try:
+        device = cl.get_platforms()[info.platform_index].get_devices()[info.device_index]
+        context = cl.Context([device])
+        queue = cl.CommandQueue(context)
+        stage = "its kernel compiler failed"
+        program = cl.Program(context, PROBE_SOURCE).build(options=options)
+        stage = "its probe kernel did not run"
+        values = np.arange(PROBE_ITEMS, dtype=np.float32)
+        count = np.zeros(1, np.int32)
+        mf = cl.mem_flags
+        values_buffer = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=values)
+        count_buffer = cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=count)
+        program.probe(queue, (PROBE_ITEMS,), (PROBE_ITEMS,), values_buffer, count_buffer)
+        result = np.empty_like(values)
+        cl.enqueue_copy(queue, result, values_buffer)
+        cl.enqueue_copy(queue, count, count_buffer)
+        queue.finish()
+        expected = np.sqrt(values[::-1]) * 2.0 + 1.0
+        if count[0] != PROBE_ITEMS or not np.allclose(result, expected, rtol=1e-5, atol=1e-5):
+            stage = "its probe kernel computed wrong values"
+            raise RuntimeError(f"expected {expected.tolist()} and {PROBE_ITEMS} atomic counts, "
+                               f"got {result.tolist()} and {int(count[0])}")
+    except Exception as exc:  # any driver failure: the device is skipped, not the bake
+        return stage, f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def _cpu_driver_rank(info: DeviceInfo) -> int:
+    """The order CPU drivers are tried in: PoCL first (the drivers' table in docs/performance.md;
+    the tests' expected figures are PoCL's), then Intel's runtime, then any other."""
+    if POCL_PLATFORM in info.platform_name:
+        return 0
+    if "intel" in info.platform_name.lower():
+        return 1
+    return 2
+
+
+def candidates(devices: list[DeviceInfo], kind: str = "auto") -> list[DeviceInfo]:
+    """The usable devices in the order they are tried: GPUs as the system lists them, then the CPU
+    drivers by rank; ``kind`` "gpu" or "cpu" keeps only those."""
+    gpus = [d for d in devices if d.is_gpu and d.problem is None]
+    cpus = sorted((d for d in devices if not d.is_gpu and d.problem is None), key=_cpu_driver_rank)
+    return {"gpu": gpus, "cpu": cpus}.get(kind, gpus + cpus)
+
+
+def cpu_driver_hint() -> str:
+    """What to install when no CPU driver builds the kernels."""
+    if sys.platform.startswith("linux"):
+        return ("Get a CPU OpenCL driver that knows this CPU: Intel's OpenCL runtime (runs on AMD CPUs "
+                "too; in Blender: Preferences > Add-ons > Particle Rigid Bodies > Get CPU Driver; "
+                "headless: blender --command particle_bodies get-cpu-driver; with the bpy module: "
+                "pip install intel-opencl-rt), or the distribution's PoCL (Debian/Ubuntu: apt install "
+                "pocl-opencl-icd), or the GPU driver's OpenCL.")
+    return INSTALL_HINT
+
+
+def _unusable(info: DeviceInfo, reason: str) -> OpenCLUnavailable:
+    return OpenCLUnavailable(f"OpenCL device {info.label} cannot run the kernels: {reason}. {CHOOSE_ANOTHER}.")
+
+
 def choose_device(selector: str | None = None, *, announce: bool = True) -> DeviceInfo:
-    """The device a selector names; ``announce``: warn when "auto" falls back to a CPU or leaves a
-    device out. A selector naming only refused devices raises with the reason."""
+    """The device a selector names, after its probe kernel built and ran (probe_device). "auto",
+    "gpu" and "cpu" try the candidates in order and log one line for each skipped; ``announce``:
+    warn when "auto" falls back to a CPU or leaves a device out. A selector naming only refused
+    devices, or one whose probe fails, raises with the reason in one line."""
     found = _all_devices()
     selector = (selector or os.environ.get(ENV_VARIABLE) or "auto").strip()
     key = selector.lower()
@@ -249,30 +502,36 @@ def choose_device(selector: str | None = None, *, announce: bool = True) -> Devi
         if chosen is not None and chosen.problem:
             raise OpenCLUnavailable(chosen.problem)
         if chosen is not None:
+            reason = probe_device(chosen)
+            if reason:
+                raise _unusable(chosen, reason)
             return chosen
+        devices = _usable(found)
+        raise OpenCLUnavailable(
+            f"No OpenCL device matches {selector!r}. Available: "
+            + "; ".join(f"{d.selector} {d.label}" for d in devices))
     devices = _usable(found)
-    if key == "auto":
-        if announce:
-            for d in found:
-                if d.problem:
-                    log.warning(d.problem)
-        gpus = [d for d in devices if d.is_gpu]
-        if gpus:
-            return gpus[0]
-        if announce:
-            log.warning("No OpenCL GPU found; using the CPU device %s.%s", devices[0].label, _nvidia_icd_hint())
-        return devices[0]
-    if key in ("gpu", "cpu"):
-        wanted = [d for d in devices if d.is_gpu == (key == "gpu")]
-        if not wanted:
-            refused = "".join(f" {d.problem}" for d in found if d.problem and d.is_gpu == (key == "gpu"))
-            raise OpenCLUnavailable(
-                f"No usable OpenCL {key.upper()} device. Available: {', '.join(d.label for d in devices)}."
-                + refused + (_nvidia_icd_hint() if key == "gpu" else ""))
-        return wanted[0]
+    if announce and key == "auto":
+        for d in found:
+            if d.problem:
+                log.warning(d.problem)
+    tried = []
+    for d in candidates(devices, key):
+        reason = probe_device(d)
+        if reason is None:
+            if key == "auto" and not d.is_gpu and announce:
+                log.warning("No OpenCL GPU found; using the CPU device %s.%s", d.label, _nvidia_icd_hint())
+            return d
+        log.warning("Skipped OpenCL device %s: %s", d.label, reason)
+        tried.append(f"{d.label} [{d.platform_version.strip() or 'version unknown'}]: {reason.split('; build log')[0]}")
+    if not tried and key in ("gpu", "cpu"):
+        refused = "".join(f" {d.problem}" for d in found if d.problem and d.is_gpu == (key == "gpu"))
+        raise OpenCLUnavailable(
+            f"No usable OpenCL {key.upper()} device. Available: {', '.join(d.label for d in devices)}."
+            + refused + (_nvidia_icd_hint() if key == "gpu" else ""))
     raise OpenCLUnavailable(
-        f"No OpenCL device matches {selector!r}. Available: "
-        + "; ".join(f"{d.selector} {d.label}" for d in devices))
+        f"No OpenCL device could run the kernels on this machine ({cpu_description()}). Tried: "
+        + "; ".join(tried) + f". {cpu_driver_hint()} Full build log: {build_log_path()}")
 
 
 def create_context(selector: str | None = None):

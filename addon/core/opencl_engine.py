@@ -356,15 +356,37 @@ def pair_cache(is_gpu: bool) -> int:
     return PAIR_CACHE_GPU if is_gpu else 0
 
 
+ONE_LAUNCH_VARIABLE = "PRB_ONE_LAUNCH_PASSES"
+# For tests: solve_substep_passes launched with this many work-groups per compute unit, more than
+# can be resident at once, so that its barrier's guard must end the launch (05_grid_barrier.cl)
+OVERSUBSCRIBE_VARIABLE = "PRB_ONE_LAUNCH_GROUPS_PER_UNIT"
+# How long a group waits at the barrier across the launch before it gives up: far above a colour's
+# pass (the longest single launch at a million bodies is in docs/performance.md), far below a hang
+GRID_BARRIER_TIMEOUT_NS = 1_000_000_000
+
+
+class PassesInOneLaunchFailed(RuntimeError):
+    """solve_substep_passes' barrier across the launch gave up: the device ran fewer of its
+    work-groups at once than it reported it could."""
+
+    def __init__(self):
+        super().__init__(
+            "The solver's one-launch passes stopped: this GPU did not run all their work-groups at once "
+            "(a GPU shared with other work?), so their barrier gave up rather than hang it; nothing after "
+            f"that step is valid. Bake again with the environment variable {ONE_LAUNCH_VARIABLE}=0 "
+            "(a launch per colour, a little slower).")
+
+
 def one_launch_passes(device_info) -> bool:
     """Whether a substep's passes run in one launch (62_pair_solve.cl solve_substep_passes) rather
     than a launch per colour and pass: on NVIDIA GPUs, whose barrier across a launch needs PTX's
-    fence (05_grid_barrier.cl). PRB_ONE_LAUNCH_PASSES=1 or 0 overrides (tests run it on a CPU, as
-    one work-group)."""
-    override = os.environ.get("PRB_ONE_LAUNCH_PASSES")
+    fence (05_grid_barrier.cl), unless the driver's watchdog bounds a launch's time (a GPU driving a
+    display: a launch per colour stays short). PRB_ONE_LAUNCH_PASSES=1 or 0 overrides (tests run it
+    on a CPU, as one work-group)."""
+    override = os.environ.get(ONE_LAUNCH_VARIABLE)
     if override:
         return override == "1"
-    return is_nvidia(device_info)
+    return is_nvidia(device_info) and not device_info.kernel_timeout
 
 
 def is_nvidia(device_info) -> bool:
@@ -474,6 +496,7 @@ class OpenCLEngine(StateMixin):
                    f"-DMAX_PAIR_COLOURS={MAX_PAIR_COLOURS}",
                    f"-DPAIR_CACHE={pair_cache(self.device_info.is_gpu)}",
                    f"-DGRID_FENCE_MEMBAR={int(is_nvidia(self.device_info))}",
+                   f"-DGRID_BARRIER_TIMEOUT_NS={GRID_BARRIER_TIMEOUT_NS}UL",
                    f"-DPAIR_COLOUR_COUNTS={PAIR_COLOUR_COUNTS}", f"-DOVERFLOW_PAIRS={OVERFLOW_PAIRS}",
                    *manifold_defines(model.particle_radius),
                    "-cl-denorms-are-zero", OPENCL_C_STANDARD]
@@ -513,6 +536,7 @@ class OpenCLEngine(StateMixin):
                 cl.kernel_work_group_info.WORK_GROUP_SIZE, device)
             local = min(SUBSTEP_PASSES_GROUP_SIZE, limit)
             groups = device.max_compute_units if self.device_info.is_gpu else 1
+            groups *= int(os.environ.get(OVERSUBSCRIBE_VARIABLE) or 1)
             self._substep_passes_size = ((groups * local,), (local,))
         # every kernel argument by its parameter name: a buffer, a value, or a ByParity pair of them
         self.arguments: dict[str, object] = {}
@@ -603,7 +627,7 @@ class OpenCLEngine(StateMixin):
             a[name] = table(name)
         a["pair_totals"] = buffer(nbytes=4 * (PAIR_COLOUR_COUNTS + MAX_PAIR_COLOURS))
         a["colour_start"] = buffer(nbytes=4 * (MAX_PAIR_COLOURS + 2))
-        a["grid_sync"] = buffer(np.zeros(2, np.int32))
+        a["grid_sync"] = buffer(np.zeros(3, np.int32))  # arrived, generation, gave up (05_grid_barrier.cl)
         # what the detections so far needed, as read back (the first detection's at once, every
         # later one's at the detection after it): the colouring rounds and the colours a detection
         # enqueues, and each colour's pairs (its launch's size)
@@ -1055,7 +1079,17 @@ class OpenCLEngine(StateMixin):
             self.cl.enqueue_copy(self.queue, out, buffer)
         return out
 
+    def _check_one_launch(self) -> None:
+        """Raise PassesInOneLaunchFailed if a barrier of solve_substep_passes gave up since the start
+        (read with the bodies, a read the caller waits for anyway)."""
+        if not self.one_launch_passes:
+            return
+        sync = self._read(self.arguments["grid_sync"], (3,), np.int32)
+        if sync[2]:
+            raise PassesInOneLaunchFailed()
+
     def body_state(self) -> BodyState:
+        self._check_one_launch()
         body_count = self.body_count
         x = self._read(self.arguments["body_position"], (body_count, 4))
         q = self._read(self.arguments["body_orientation"], (body_count, 4))
@@ -1067,6 +1101,7 @@ class OpenCLEngine(StateMixin):
 
     def body_poses(self) -> tuple[np.ndarray, np.ndarray]:
         """(positions (B,3), orientations (B,4) w,x,y,z): the only per-frame read-back in a bake."""
+        self._check_one_launch()
         x = self._read(self.arguments["body_position"], (self.body_count, 4))
         q = self._read(self.arguments["body_orientation"], (self.body_count, 4))
         return x[:, :3].astype(np.float64), np.concatenate([q[:, 3:4], q[:, :3]], axis=1).astype(np.float64)

@@ -377,6 +377,33 @@ def test_the_passes_in_one_launch_solve_as_a_launch_per_colour(monkeypatch):
     assert overflow > 0
 
 
+def test_the_one_launch_gives_up_rather_than_hang_when_its_groups_cannot_all_run(monkeypatch):
+    """The one launch's barrier waits for every work-group; a device that runs fewer at once than the
+    launch holds (here 64 per compute unit, forced) would leave the first groups spinning forever.
+    The barrier gives up after a bounded wait, every group leaves the launch, and the next read of
+    the bodies stops the simulation with one message naming the fallback; a launch per colour then
+    runs the same scene. tools/gpu_tests.py runs this on the GPU, where a compute unit holds at most
+    a few of these groups."""
+    import time
+    from bench.scenes import cube_pile
+    from addon.core.opencl_engine import ONE_LAUNCH_VARIABLE, OVERSUBSCRIBE_VARIABLE, PassesInOneLaunchFailed
+    model = cube_pile(40)
+    monkeypatch.setenv(ONE_LAUNCH_VARIABLE, "1")
+    monkeypatch.setenv(OVERSUBSCRIBE_VARIABLE, "64")
+    engine = OpenCLEngine(model, SimulationSettings())
+    began = time.perf_counter()
+    with pytest.raises(PassesInOneLaunchFailed, match=f"{ONE_LAUNCH_VARIABLE}=0"):
+        engine.step(20)
+        engine.body_poses()
+    assert time.perf_counter() - began < 60.0  # bounded: a second's wait, once, then every launch leaves
+    with pytest.raises(PassesInOneLaunchFailed):
+        engine.body_state()  # the state stays refused: nothing after the failed step is valid
+    monkeypatch.setenv(ONE_LAUNCH_VARIABLE, "0")
+    fallback = OpenCLEngine(model, SimulationSettings())
+    fallback.step(20)
+    assert np.isfinite(fallback.body_state().position).all()
+
+
 def board_under_stones(stones):
     """A board one voxel thick on the ground with ``stones`` one-voxel stones resting on it, on every
     other voxel of a square grid (2 voxels apart, beyond VOXEL_PAIR_REACH of each other): the board

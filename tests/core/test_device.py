@@ -1,12 +1,15 @@
 """OpenCL device discovery and choice: selectors, fallbacks and the messages users get."""
+import os
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pyopencl as cl
 import pytest
 
 from addon.core import device
-from tests.skip_reasons import SKIP_NOT_POCL_ONLY
+from tests.skip_reasons import SKIP_NOT_POCL_ONLY, SKIP_ONE_CPU_DRIVER
 
 
 def test_selectors_pick_devices():
@@ -15,11 +18,11 @@ def test_selectors_pick_devices():
     first = devices[0]
     assert device.choose_device(first.selector) == first
     assert device.choose_device(first.device_name[:10].lower()).device_name == first.device_name
-    gpus = [d for d in devices if d.is_gpu]
-    # auto prefers a GPU and falls back to the CPU (CI has none: PoCL's CPU device)
-    assert device.choose_device("auto") == (gpus[0] if gpus else first)
+    # auto prefers a GPU and falls back to the CPU drivers, PoCL first (CI has no GPU: PoCL)
+    assert device.choose_device("auto") == device.candidates(devices)[0]
     if any(not d.is_gpu for d in devices):
         assert not device.choose_device("cpu").is_gpu
+        assert device.choose_device("cpu") == device.candidates(devices, "cpu")[0]
 
 
 def test_unknown_selector_lists_what_exists():
@@ -44,12 +47,19 @@ def test_nvidia_library_without_icd_file_is_explained(monkeypatch):
         device.list_devices()
 
 
-def test_pocl_without_its_linker_is_left_out_with_a_message(monkeypatch):
-    if not all(device.POCL_PLATFORM in d.platform_name for d in device.list_devices()):
+def test_pocl_without_its_linker_is_left_out_with_a_message(monkeypatch, caplog):
+    others = [d for d in device.list_devices() if device.POCL_PLATFORM not in d.platform_name]
+    if others and all(d.is_gpu for d in others):
         pytest.skip(SKIP_NOT_POCL_ONLY)
     monkeypatch.setattr(device, "pocl_toolchain_missing", lambda: ["ld (binutils)"])
-    with pytest.raises(device.OpenCLUnavailable, match="binutils"):
-        device.list_devices()
+    if not others:
+        with pytest.raises(device.OpenCLUnavailable, match="binutils"):
+            device.list_devices()
+        return
+    # beside another CPU driver (Intel's runtime, in the venv): PoCL is left out, the other chosen
+    assert all(device.POCL_PLATFORM not in d.platform_name for d in device.list_devices())
+    assert "binutils" in caplog.text
+    assert not device.choose_device("cpu").is_gpu
 
 
 class _OpenCL10Device(SimpleNamespace):
@@ -68,6 +78,7 @@ def _fake_device(name, opencl_c, gpu=True, extensions="cl_khr_byte_addressable_s
 def _fake_platform(monkeypatch, *devices):
     platform = SimpleNamespace(name="Fake Platform", get_devices=lambda: list(devices))
     monkeypatch.setattr(cl, "get_platforms", lambda: [platform])
+    monkeypatch.setattr(device, "probe_device", lambda info: None)  # no driver behind them to build on
 
 
 def test_a_device_below_opencl_c_1_2_is_refused_with_the_reason(monkeypatch, caplog):
@@ -104,3 +115,117 @@ def test_a_device_lacking_a_kernel_extension_is_refused_by_its_name(monkeypatch)
                                                        "which its driver lacks"):
         device.choose_device("mac gpu")
     assert device.choose_device("auto").device_name == "Other GPU"
+
+
+# -- the probe: a device is chosen only after a small kernel built and ran on it ---------------------
+
+@pytest.fixture
+def fresh_probes(monkeypatch, tmp_path):
+    """Probes run anew (not the process's earlier results), their build log under tmp_path."""
+    monkeypatch.setattr(device, "_probe_results", {})
+    monkeypatch.setattr(device, "_build_log_written", set())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    return tmp_path / "particle-rigid-bodies" / device.BUILD_LOG_NAME
+
+
+def _cpu_drivers():
+    return device.candidates(device.list_devices(), "cpu")
+
+
+def test_a_device_whose_build_fails_is_skipped_for_the_next_with_one_line(monkeypatch, fresh_probes, caplog,
+                                                                           capfd):
+    """As on an AMD Zen 5 CPU, where the bundled PoCL's compiler cannot target the CPU: the first CPU
+    driver's build fails (through its own compiler, PRB_OPENCL_FAIL_BUILD), the next is chosen, the
+    log says in one line what was skipped and why, the full build log goes to a file, none of it to
+    the terminal, and the engine runs a scene on the driver chosen."""
+    drivers = _cpu_drivers()
+    if len(drivers) < 2:
+        pytest.skip(SKIP_ONE_CPU_DRIVER)
+    first, second = drivers[:2]
+    monkeypatch.setenv(device.FAIL_BUILD_VARIABLE, first.platform_name)
+    chosen = device.choose_device("cpu")
+    assert chosen == second
+    skipped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Skipped OpenCL device")]
+    assert len(skipped) == 1 and "\n" not in skipped[0]
+    assert skipped[0].startswith(f"Skipped OpenCL device {first.label}: its kernel compiler failed (error: ")
+    assert "fails on purpose" in skipped[0] and skipped[0].endswith(f"build log: {fresh_probes}")
+    log_text = fresh_probes.read_text()
+    assert first.label in log_text and "fails on purpose" in log_text and "-DPRB_FAIL_BUILD" in log_text
+    assert "fails on purpose" not in capfd.readouterr().err  # the compiler's own printout went to the log
+    assert device.choose_device("auto") == second  # no GPU here: auto takes the same path
+    from addon.core import SimulationSettings
+    from addon.core.opencl_engine import OpenCLEngine
+    from bench.scenes import cube_pile
+    engine = OpenCLEngine(cube_pile(8), SimulationSettings(device="cpu"))
+    assert engine.device_info == second
+    engine.step(40)
+    assert np.isfinite(engine.body_state().position).all()
+
+
+def test_when_every_device_fails_one_message_names_the_cpu_the_drivers_and_what_to_install(
+        monkeypatch, fresh_probes, capfd):
+    drivers = _cpu_drivers()
+    monkeypatch.setenv(device.FAIL_BUILD_VARIABLE, " / ")  # in every "platform / device" name
+    for selector in ("auto", "cpu"):
+        with pytest.raises(device.OpenCLUnavailable) as info:
+            device.choose_device(selector)
+        message = str(info.value)
+        assert "\n" not in message
+        assert message.startswith(f"No OpenCL device could run the kernels on this machine ({device.cpu_description()})")
+        for d in drivers:
+            assert d.label in message and d.platform_version.strip() in message
+        assert "intel-opencl-rt" in message and "pocl-opencl-icd" in message
+        assert message.endswith(f"Full build log: {fresh_probes}")
+        assert "Build on" not in message and "(options" not in message  # the log's bulk stays in the file
+    assert all(d.label in fresh_probes.read_text() for d in drivers)
+    assert "fails on purpose" not in capfd.readouterr().err
+
+
+def test_an_explicit_device_whose_build_fails_fails_loudly_in_one_line(monkeypatch, fresh_probes):
+    first = _cpu_drivers()[0]
+    monkeypatch.setenv(device.FAIL_BUILD_VARIABLE, first.platform_name)
+    with pytest.raises(device.OpenCLUnavailable) as info:
+        device.choose_device(first.selector)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(f"OpenCL device {first.label} cannot run the kernels: its kernel compiler failed")
+    assert f"build log: {fresh_probes}" in message and "choose another device" in message
+
+
+def test_a_probe_that_computes_wrong_values_refuses_the_device(monkeypatch, fresh_probes):
+    """A driver that builds but runs the kernel wrong is skipped like one that cannot build."""
+    first = _cpu_drivers()[0]
+    monkeypatch.setattr(device, "PROBE_SOURCE", device.PROBE_SOURCE.replace("* 2.0f + 1.0f", "* 2.0f + 1.5f"))
+    reason = device.probe_device(first)
+    assert reason.startswith("its probe kernel computed wrong values (")
+    assert "expected" in fresh_probes.read_text()
+
+
+def test_the_build_log_line_names_the_error_without_the_compilers_temporary_file():
+    text = ("RuntimeError: clBuildProgram failed: BUILD_PROGRAM_FAILURE - clBuildProgram failed\n\n"
+            "Build on <pyopencl.Device 'cpu' on 'Portable Computing Language'>:\n\n"
+            "error: unknown target CPU 'generic'\nnote: valid target CPU values are: nocona, core2\n"
+            "(options: -cl-std=CL1.2)")
+    assert device._first_error_line(text) == "error: unknown target CPU 'generic'"
+    assert device._first_error_line("error: /root/.cache/pocl/kcache/tempfile_ab.cl:3:2: bad thing") == \
+        "error: bad thing"
+
+
+def test_intels_runtime_in_the_pythons_prefix_is_exposed_to_the_loader(monkeypatch, tmp_path):
+    """pip puts Intel's CPU runtime in <prefix>/lib with an ICD file naming a placeholder path: the
+    add-on writes one naming the real library, beside the user's own OCL_ICD_VENDORS drivers."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / device.INTEL_CPU_LIBRARY).write_bytes(b"")
+    user = tmp_path / "vendors"
+    user.mkdir()
+    (user / "gpu.icd").write_text("/opt/gpu/libgpu.so\n")
+    monkeypatch.setattr(device.sys, "prefix", str(tmp_path))
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(user))
+    monkeypatch.delenv("PRB_OPENCL_VENDORS_EXPOSED", raising=False)
+    monkeypatch.setattr(device.sys, "platform", "linux")
+    device._expose_bundled_drivers()
+    folder = Path(os.environ["OCL_ICD_VENDORS"])
+    assert folder != user
+    files = {path.name: path.read_text().strip() for path in folder.glob("*.icd")}
+    assert files["gpu.icd"] == "/opt/gpu/libgpu.so"
+    assert str(tmp_path / "lib" / device.INTEL_CPU_LIBRARY) in files.values()
