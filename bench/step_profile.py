@@ -29,6 +29,7 @@ def profile_pile(cubes: int, start: float, window: float, overrides: dict) -> di
     engine.queue.finish()
     engine.collect_profile()
     engine.stage_seconds.clear()
+    engine.stage_longest_seconds.clear()
     launches = {}
     original_record = engine._record
 
@@ -88,6 +89,9 @@ def profile_pile(cubes: int, start: float, window: float, overrides: dict) -> di
         "launches_per_detection": {k: v / detections for k, v in sorted(launches.items())},
         "device_ms_per_substep_by_kernel": {k: 1e3 * v / substeps for k, v in
                                             sorted(stages.items(), key=lambda item: -item[1])},
+        "longest_launch_ms_by_kernel": {k: 1e3 * v for k, v in sorted(engine.stage_longest_seconds.items(),
+                                                                         key=lambda item: -item[1])},
+        "longest_launch_ms": 1e3 * max(engine.stage_longest_seconds.values(), default=0.0),
         "colours": len(engine.colour_pair_counts) if engine.solving else 0,
         "pairs": int(engine.colour_pair_counts.sum()) if engine.solving else 0,
     }

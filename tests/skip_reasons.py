@@ -6,9 +6,9 @@ SKIP_NOT_POCL_ONLY = "needs a machine whose only OpenCL is PoCL (CI); here other
 # Not a skip but a warning: with PRB_ALLOW_SKIP_BPY=1 (a developer without the bpy module, on
 # purpose; CI never sets it) tests/blender/conftest.py leaves the Blender-layer tests uncollected.
 SKIP_NO_BPY = "PRB_ALLOW_SKIP_BPY=1: the Blender layer is not tested (import bpy failed)"
-# The fallback from one CPU driver to the next needs two: the venv brings PoCL and, on x86-64 Linux,
-# Intel's runtime (requirements-dev.txt); elsewhere there may be one
-SKIP_ONE_CPU_DRIVER = "needs two CPU OpenCL drivers (PoCL and Intel's runtime: the venv on x86-64 Linux)"
+# The fallback from one device to the next needs two: the venv brings PoCL and, on x86-64 Linux,
+# Intel's runtime (requirements-dev.txt); a GPU machine with one GPU and no CPU driver has one
+SKIP_ONE_CPU_DRIVER = "needs two OpenCL devices (CI: PoCL and Intel's runtime, from the venv on x86-64 Linux)"
 ALLOWED_SKIP_REASONS = (SKIP_NOT_POCL_ONLY, SKIP_ONE_CPU_DRIVER)
 
 # An xfail is a known failure: strict=True, raises=KnownFailure (tests/known_failures.py), so it

@@ -439,6 +439,7 @@ class OpenCLEngine(StateMixin):
         # profile: record an event per kernel so benchmarks can split the substep (costs a little)
         self.profile = profile
         self.stage_seconds: dict[str, float] = {}
+        self.stage_longest_seconds: dict[str, float] = {}
         self._events: list[tuple[str, object]] = []
         properties = cl.command_queue_properties.PROFILING_ENABLE if profile else 0
         self.queue = cl.CommandQueue(self.context, properties=properties)
@@ -1069,6 +1070,8 @@ class OpenCLEngine(StateMixin):
             event.wait()
             seconds = (event.profile.end - event.profile.start) * 1e-9
             self.stage_seconds[stage] = self.stage_seconds.get(stage, 0.0) + seconds
+            # the longest single launch: what a display GPU's watchdog (about 2 s) would see
+            self.stage_longest_seconds[stage] = max(self.stage_longest_seconds.get(stage, 0.0), seconds)
         self._events.clear()
         return dict(self.stage_seconds)
 

@@ -128,8 +128,9 @@ def fresh_probes(monkeypatch, tmp_path):
     return tmp_path / "particle-rigid-bodies" / device.BUILD_LOG_NAME
 
 
-def _cpu_drivers():
-    return device.candidates(device.list_devices(), "cpu")
+def _tried_in_order():
+    """The devices "auto" tries, in order (CI: PoCL, then Intel's runtime; a GPU machine: its GPUs)."""
+    return device.candidates(device.list_devices())
 
 
 def test_a_device_whose_build_fails_is_skipped_for_the_next_with_one_line(monkeypatch, fresh_probes, caplog,
@@ -138,12 +139,12 @@ def test_a_device_whose_build_fails_is_skipped_for_the_next_with_one_line(monkey
     driver's build fails (through its own compiler, PRB_OPENCL_FAIL_BUILD), the next is chosen, the
     log says in one line what was skipped and why, the full build log goes to a file, none of it to
     the terminal, and the engine runs a scene on the driver chosen."""
-    drivers = _cpu_drivers()
+    drivers = _tried_in_order()
     if len(drivers) < 2:
         pytest.skip(SKIP_ONE_CPU_DRIVER)
     first, second = drivers[:2]
     monkeypatch.setenv(device.FAIL_BUILD_VARIABLE, first.platform_name)
-    chosen = device.choose_device("cpu")
+    chosen = device.choose_device("auto")
     assert chosen == second
     skipped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Skipped OpenCL device")]
     assert len(skipped) == 1 and "\n" not in skipped[0]
@@ -152,11 +153,10 @@ def test_a_device_whose_build_fails_is_skipped_for_the_next_with_one_line(monkey
     log_text = fresh_probes.read_text()
     assert first.label in log_text and "fails on purpose" in log_text and "-DPRB_FAIL_BUILD" in log_text
     assert "fails on purpose" not in capfd.readouterr().err  # the compiler's own printout went to the log
-    assert device.choose_device("auto") == second  # no GPU here: auto takes the same path
     from addon.core import SimulationSettings
     from addon.core.opencl_engine import OpenCLEngine
     from bench.scenes import cube_pile
-    engine = OpenCLEngine(cube_pile(8), SimulationSettings(device="cpu"))
+    engine = OpenCLEngine(cube_pile(8), SimulationSettings(device="auto"))
     assert engine.device_info == second
     engine.step(40)
     assert np.isfinite(engine.body_state().position).all()
@@ -164,15 +164,15 @@ def test_a_device_whose_build_fails_is_skipped_for_the_next_with_one_line(monkey
 
 def test_when_every_device_fails_one_message_names_the_cpu_the_drivers_and_what_to_install(
         monkeypatch, fresh_probes, capfd):
-    drivers = _cpu_drivers()
+    drivers = _tried_in_order()
     monkeypatch.setenv(device.FAIL_BUILD_VARIABLE, " / ")  # in every "platform / device" name
-    for selector in ("auto", "cpu"):
+    for selector in ("auto", "cpu") if any(not d.is_gpu for d in drivers) else ("auto",):
         with pytest.raises(device.OpenCLUnavailable) as info:
             device.choose_device(selector)
         message = str(info.value)
         assert "\n" not in message
         assert message.startswith(f"No OpenCL device could run the kernels on this machine ({device.cpu_description()})")
-        for d in drivers:
+        for d in (drivers if selector == "auto" else [d for d in drivers if not d.is_gpu]):
             assert d.label in message and d.platform_version.strip() in message
         assert "intel-opencl-rt" in message and "pocl-opencl-icd" in message
         assert message.endswith(f"Full build log: {fresh_probes}")
@@ -182,7 +182,7 @@ def test_when_every_device_fails_one_message_names_the_cpu_the_drivers_and_what_
 
 
 def test_an_explicit_device_whose_build_fails_fails_loudly_in_one_line(monkeypatch, fresh_probes):
-    first = _cpu_drivers()[0]
+    first = _tried_in_order()[0]
     monkeypatch.setenv(device.FAIL_BUILD_VARIABLE, first.platform_name)
     with pytest.raises(device.OpenCLUnavailable) as info:
         device.choose_device(first.selector)
@@ -194,7 +194,7 @@ def test_an_explicit_device_whose_build_fails_fails_loudly_in_one_line(monkeypat
 
 def test_a_probe_that_computes_wrong_values_refuses_the_device(monkeypatch, fresh_probes):
     """A driver that builds but runs the kernel wrong is skipped like one that cannot build."""
-    first = _cpu_drivers()[0]
+    first = _tried_in_order()[0]
     monkeypatch.setattr(device, "PROBE_SOURCE", device.PROBE_SOURCE.replace("* 2.0f + 1.0f", "* 2.0f + 1.5f"))
     reason = device.probe_device(first)
     assert reason.startswith("its probe kernel computed wrong values (")
