@@ -83,6 +83,22 @@ INTEL_CPU_LIBRARY = "libintelocl.so"
 _driver_folders: list[Path] = []
 
 
+def fetched_driver_folder() -> Path:
+    """Where the add-on installs the CPU driver it fetches on the user's request (cpu_driver.py): the
+    user's data folder, shared by Blender, the bpy module and the command line, and kept across
+    updates of the extension. PRB_CPU_DRIVER_FOLDER overrides (tests)."""
+    override = os.environ.get("PRB_CPU_DRIVER_FOLDER")
+    if override:
+        return Path(override)
+    if sys.platform.startswith("win"):
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / "particle-rigid-bodies" / "cpu-driver"
+
+
 def add_driver_folder(folder) -> None:
     """Look for a CPU OpenCL driver (Intel's runtime library) in ``folder`` as well; before the first
     device query of the process, since the OpenCL loader reads its driver list once."""
@@ -101,7 +117,7 @@ def bundled_drivers() -> list[Path]:
         found += sorted((Path(pyopencl.__file__).resolve().parent / ".libs").glob("libpocl*.so*"))[:1]
     except ImportError:
         pass
-    for folder in [Path(sys.prefix) / "lib", *_driver_folders]:
+    for folder in [Path(sys.prefix) / "lib", fetched_driver_folder() / "lib", *_driver_folders]:
         library = folder / INTEL_CPU_LIBRARY
         if library.is_file():
             found.append(library)
