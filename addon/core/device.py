@@ -333,6 +333,7 @@ FAIL_BUILD_VARIABLE = "PRB_OPENCL_FAIL_BUILD"
 BUILD_LOG_NAME = "opencl-build.log"
 _probe_results: dict[tuple[str, str, str], str | None] = {}
 _build_log_written: set[Path] = set()
+_skips_logged: set[str] = set()
 
 
 def build_log_path() -> Path:
@@ -411,6 +412,19 @@ def cpu_description() -> str:
         import platform
         model = platform.processor() or platform.machine()
     return f"{model or 'unknown CPU'}" + (f", family {family}" if family else "")
+
+
+def build_quietly(program, options):
+    """Build a pyopencl Program without the compiler's notes on a build that succeeded reaching the
+    terminal (Intel's compiler prints "loop not vectorized" remarks itself; pyopencl warns that the
+    output was not empty): they say nothing a user can act on. A failed build still raises with its
+    log."""
+    with _stderr_captured() as printed, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        program = program.build(options=options)
+    if printed[0].strip():
+        log.debug("the OpenCL compiler printed: %s", printed[0].strip())
+    return program
 
 
 def probe_device(info: DeviceInfo) -> str | None:
@@ -538,7 +552,9 @@ def choose_device(selector: str | None = None, *, announce: bool = True) -> Devi
             if key == "auto" and not d.is_gpu and announce:
                 log.warning("No OpenCL GPU found; using the CPU device %s.%s", d.label, _nvidia_icd_hint())
             return d
-        log.warning("Skipped OpenCL device %s: %s", d.label, reason)
+        if d.label not in _skips_logged:  # once a process: the panel and the bake both choose
+            _skips_logged.add(d.label)
+            log.warning("Skipped OpenCL device %s: %s", d.label, reason)
         tried.append(f"{d.label} [{d.platform_version.strip() or 'version unknown'}]: {reason.split('; build log')[0]}")
     if not tried and key in ("gpu", "cpu"):
         refused = "".join(f" {d.problem}" for d in found if d.problem and d.is_gpu == (key == "gpu"))

@@ -41,7 +41,7 @@ from .voxel_pairs import (EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGE
                           voxel_pair_reach)
 from .colliders import DUPLICATE_POINT_TOLERANCE, ColliderMotion
 from .contact_geometry import CONTACT_GEOMETRY
-from .device import KERNEL_OPENCL_C, create_context
+from .device import KERNEL_OPENCL_C, build_quietly, create_context
 from .model import STATIC_BODY, Model, body_extents
 from .rotations import quaternion_to_matrix
 from .manifold import manifold_defines
@@ -503,7 +503,7 @@ class OpenCLEngine(StateMixin):
                    "-cl-denorms-are-zero", OPENCL_C_STANDARD]
         source = program_source()
         self.build_options = tuple(options)
-        self.program = cl.Program(self.context, source).build(options=options)
+        self.program = build_quietly(cl.Program(self.context, source), options)
         # every kernel's parameter names, from its signature; one instance of each kernel per parity
         # of the substep, so that the double buffers' arguments never change between substeps
         self.kernel_parameters = kernel_parameters(source)

@@ -124,6 +124,7 @@ def fresh_probes(monkeypatch, tmp_path):
     """Probes run anew (not the process's earlier results), their build log under tmp_path."""
     monkeypatch.setattr(device, "_probe_results", {})
     monkeypatch.setattr(device, "_build_log_written", set())
+    monkeypatch.setattr(device, "_skips_logged", set())
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     return tmp_path / "particle-rigid-bodies" / device.BUILD_LOG_NAME
 
