@@ -230,3 +230,31 @@ def test_intels_runtime_in_the_pythons_prefix_is_exposed_to_the_loader(monkeypat
     files = {path.name: path.read_text().strip() for path in folder.glob("*.icd")}
     assert files["gpu.icd"] == "/opt/gpu/libgpu.so"
     assert str(tmp_path / "lib" / device.INTEL_CPU_LIBRARY) in files.values()
+
+
+def test_a_gpu_under_a_display_watchdog_keeps_a_launch_per_colour(monkeypatch):
+    """NVIDIA's driver ends (and on Windows resets itself over) a launch longer than about 2 s on a GPU
+    that drives a display (CL_DEVICE_KERNEL_EXEC_TIMEOUT_NV): there the passes stay a launch per
+    colour, each short, rather than a substep's passes in one launch; elsewhere NVIDIA GPUs take the
+    one launch."""
+    from addon.core.opencl_engine import ONE_LAUNCH_VARIABLE, one_launch_passes
+    monkeypatch.delenv(ONE_LAUNCH_VARIABLE, raising=False)
+    nvidia = frozenset({"cl_nv_device_attribute_query"})
+    compute = device.DeviceInfo(0, 0, "NVIDIA CUDA", "H100", True, 2 ** 36, (1, 2), nvidia, "", False)
+    display = device.DeviceInfo(0, 0, "NVIDIA CUDA", "RTX", True, 2 ** 33, (1, 2), nvidia, "", True)
+    assert one_launch_passes(compute) and not one_launch_passes(display)
+    monkeypatch.setenv(ONE_LAUNCH_VARIABLE, "1")
+    assert one_launch_passes(display)  # the override still rules
+
+
+def test_the_watchdog_flag_is_read_from_nvidias_query_and_assumed_when_unreadable():
+    class Unreadable:
+        @property
+        def kernel_exec_timeout_nv(self):
+            raise cl.LogicError("clGetDeviceInfo failed: INVALID_VALUE")
+
+    nvidia = {"cl_nv_device_attribute_query"}
+    assert device._kernel_timeout(cl, SimpleNamespace(kernel_exec_timeout_nv=1), nvidia) is True
+    assert device._kernel_timeout(cl, SimpleNamespace(kernel_exec_timeout_nv=0), nvidia) is False
+    assert device._kernel_timeout(cl, Unreadable(), nvidia) is True
+    assert device._kernel_timeout(cl, Unreadable(), set()) is False  # not NVIDIA: no such watchdog query
