@@ -34,17 +34,21 @@ class NonFiniteState(FloatingPointError):
     """A body's pose read back for a frame holds NaN or infinity: the simulation blew up (or was
     given such a number), and nothing of it can be baked."""
 
-    def __init__(self, frame_index: int, body: int):
+    def __init__(self, frame_index: int, body: int, count: int = 1):
         self.frame_index = frame_index  # FrameResult.index: 0 = the initial state
-        self.body = body  # the first body whose pose is not finite
-        super().__init__(f"the simulation became non-finite at output frame {frame_index} (body {body})")
+        self.body = body  # the first body, in body order, whose pose is not finite
+        # how many are: one body's NaN can reach others within a frame (through contacts, or a
+        # triangle collider's lookup), so the first of several need not be where it began
+        self.count = count
+        others = f" and {count - 1} more" if count > 1 else ""
+        super().__init__(f"the simulation became non-finite at output frame {frame_index} (body {body}{others})")
 
 
 def check_finite(index: int, positions: np.ndarray, orientations: np.ndarray) -> None:
     """Raise NonFiniteState naming the first body whose pose for frame ``index`` is not finite."""
     finite = np.isfinite(positions).all(axis=1) & np.isfinite(orientations).all(axis=1)
     if not finite.all():
-        raise NonFiniteState(index, int(np.argmin(finite)))
+        raise NonFiniteState(index, int(np.argmin(finite)), int(finite.size - np.count_nonzero(finite)))
 
 
 def create_engine(model: Model, settings: SimulationSettings, backend: str = "opencl"):

@@ -39,7 +39,7 @@ def test_a_state_gone_non_finite_on_the_device_stops_at_the_next_frame(geometry,
     poison_device(sim.engine, buffer, 1, value)
     with pytest.raises(NonFiniteState, match=r"non-finite at output frame 3 \(body 1\)") as raised:
         next(frames)
-    assert (raised.value.frame_index, raised.value.body) == (3, 1)
+    assert (raised.value.frame_index, raised.value.body, raised.value.count) == (3, 1, 1)
     frames.close()
 
 
@@ -60,7 +60,7 @@ def test_the_first_body_that_is_not_finite_is_named():
     next(frames)
     for body in (2, 1):
         poison_device(sim.engine, "body_momentum", body, np.nan)
-    with pytest.raises(NonFiniteState) as raised:
+    with pytest.raises(NonFiniteState, match=r"\(body 1 and 1 more\)") as raised:
         next(frames)
-    assert raised.value.body == 1
+    assert (raised.value.body, raised.value.count) == (1, 2)
     frames.close()
