@@ -116,6 +116,7 @@ def _cases(scene, out_dir):
         "collider named as dynamic": ("main", base + ["--objects", "A,Ground"]),
         "dynamic named as collider": ("main", base + ["--objects", "A", "--colliders", "A"]),
         "device missing": ("main", base + ["--objects", "A", "--device", "nvidia"]),
+        "step beyond the range": ("main", base + ["--frames", "1", "3", "--step", "5"]),
         "step 0": ("main", base + ["--step", "0"]),
         "substeps 0": ("main", base + ["--substeps", "0"]),
         "radius 0": ("main", base + ["--radius", "0"]),
@@ -159,6 +160,8 @@ EXPECTED = {  # case: (exit status, words the one-line message must hold)
     "collider named as dynamic": (1, ["Ground", "Static Collider"]),
     "dynamic named as collider": (1, ["both", "A"]),
     "device missing": (1, ["No OpenCL device matches 'nvidia'"]),
+    "step beyond the range": (1, ["frame step 5 is longer than the frame range 1-3: only frame 1 would be keyed and "
+                                  "nothing simulated; use a step of at most 2, or a later end frame"]),
     "step 0": (2, ["--step", "1 or more"]),
     "substeps 0": (2, ["--substeps", "1 or more"]),
     "radius 0": (2, ["--radius", "more than 0"]),
