@@ -4,6 +4,7 @@ simulated or written. One Python process runs all the refusals in turn (fast: a 
 the conversion and the simulation replaced by recorders, so a refusal that comes too late shows."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -194,6 +195,79 @@ def test_bad_input_is_refused_before_simulating(refusals, case):
     assert got["files"] == [], got  # nothing written, no temporary file left
     if case == "device missing":
         assert "using the CPU" not in got["stderr"], got["stderr"]  # no word of a fallback it will not use
+
+
+# The scene of SCENE with one number of a body's (A) or a collider's (Ground) transform made NaN or
+# infinite, a file per case. Blender's fields clamp an infinity typed into them to the largest float
+# (which the add-on counts as an infinity); a world matrix set from Python puts a true one there.
+NON_FINITE_SCENES = """
+    import json, math, sys, bpy, addon.blender as blender
+    from mathutils import Matrix
+    cases, folder = json.loads(sys.argv[1]), sys.argv[2]
+    blender.register()
+    try:
+        for name, (obj, field, value) in cases.items():
+            bpy.ops.wm.open_mainfile(filepath=folder + "/scene.blend")
+            target = bpy.data.objects[obj]
+            if field == "matrix_world":  # a true infinity in the location
+                target.matrix_world = Matrix.Translation((float(value), 0.0, 0.0)) @ target.matrix_world
+            else:
+                if field == "rotation_quaternion":
+                    target.rotation_mode = "QUATERNION"
+                values = list(getattr(target, field))
+                values[1] = float(value)
+                setattr(target, field, values)
+            bpy.ops.wm.save_as_mainfile(filepath=f"{folder}/{name}.blend")
+    finally:
+        blender.unregister()
+"""
+NON_FINITE = {  # file: (object, field, value), the words after the object's name in the message
+    "body-location-nan": (("A", "location", "nan"), "location (nan)"),
+    "body-location-inf": (("A", "matrix_world", "inf"), "location (inf)"),
+    "body-rotation-nan": (("A", "rotation_euler", "nan"), "rotation (nan)"),
+    "body-rotation-inf": (("A", "rotation_euler", "-inf"), "rotation (-inf)"),
+    "body-quaternion-nan": (("A", "rotation_quaternion", "nan"), "rotation (nan)"),
+    "body-scale-nan": (("A", "scale", "nan"), "scale (nan)"),
+    "body-scale-inf": (("A", "scale", "inf"), "scale (inf)"),
+    "collider-location-nan": (("Ground", "location", "nan"), "location (nan)"),
+    "collider-rotation-inf": (("Ground", "rotation_euler", "inf"), "rotation (inf)"),
+    "collider-scale-nan": (("Ground", "scale", "nan"), "scale (nan)"),
+    "collider-scale-inf": (("Ground", "scale", "inf"), "scale (inf)"),
+}
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def non_finite_bakes(scene_file, tmp_path_factory):
+    """{case: (result as the refusals' driver records it, whether the scene file is unchanged)}: each
+    case's file baked with the collection's bodies and the Ground collider."""
+    folder = scene_file.parent
+    proc = run_python(NON_FINITE_SCENES, json.dumps({name: case for name, (case, _) in NON_FINITE.items()}),
+                      str(folder))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    before = {name: _digest(folder / f"{name}.blend") for name in NON_FINITE}
+    out_dir = tmp_path_factory.mktemp("non-finite-out")
+    cases = {name: ("main", ["python", "--scene", str(folder / f"{name}.blend"), "--collection", "Bodies",
+                             "--output", str(out_dir / "out.blend")]) for name in NON_FINITE}
+    proc = run_python(DRIVER, json.dumps(cases), str(out_dir), env_extra={"PRB_TEST_DEVICE_MEMORY": str(1 << 40)})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    results = json.loads(proc.stdout.split("RESULTS", 1)[1])
+    return {name: (results[name], _digest(folder / f"{name}.blend") == before[name]) for name in NON_FINITE}
+
+
+@pytest.mark.parametrize("case", sorted(NON_FINITE))
+def test_a_non_finite_transform_is_refused_before_converting(non_finite_bakes, case):
+    got, input_unchanged = non_finite_bakes[case]
+    (obj, _field, _value), words = NON_FINITE[case]
+    assert got["code"] == 1, got
+    assert got["stderr"].strip().splitlines()[-1] == (
+        f'error: Object "{obj}" has a non-finite {words}: fix its transform before baking.'), got["stderr"]
+    assert "Traceback" not in got["stderr"]
+    assert got["calls"] == [] and got["files"] == [], got  # nothing converted, simulated or saved
+    assert input_unchanged
 
 
 def test_help_of_the_command_and_the_script():
