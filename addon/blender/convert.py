@@ -161,6 +161,11 @@ class BodyLink:
     mode: str = ""  # 'filled', 'shell' or 'filled+shell'
     instancer: str = ""  # a body of an instance of this instancer (object_name is the instancer's too) ...
     instance_mesh: int = -1  # ... showing its mesh number instance_mesh (InstancerBodies.meshes)
+    body_name: str = ""  # for messages: the object's name, an instance's <instancer>[n]
+
+    @property
+    def name(self) -> str:
+        return self.body_name or self.object_name
 
 
 @dataclass
@@ -720,7 +725,7 @@ def add_bodies(builder: ModelBuilder, particles: BodyParticles) -> list:
             item = body.item
             links.append(BodyLink(item.instancer or item.name, int(indices[k]), item.matrix_world.copy(), np.zeros(3),
                                   len(res.points), res.mode, item.instancer,
-                                  item.instance_mesh.ordinal if item.instance_mesh is not None else -1))
+                                  item.instance_mesh.ordinal if item.instance_mesh is not None else -1, item.name))
     links.sort(key=lambda link: link.body_index)
     return links
 

@@ -382,7 +382,7 @@ class BakeJob:
             elif getattr(conv, "instancers", None):  # check() counted none: the scene changed since
                 raise BakeError(_instancers_message({b.instancer: b.count for b in conv.instancers}))
             self._frames = self.sim.frames(self.frames_total)
-            self._keep(next(self._frames))
+            self._keep(self._next_frame())
             if self.live:
                 self._saved_transforms = {o.name: _transform_values(o) for o in self._objects_shown_live()}
             self._say(f"PRB: {bodies} bodies, {conv.particle_count:,} particles, device {self.device_name}, "
@@ -399,7 +399,7 @@ class BakeJob:
         t0 = time.perf_counter()
         try:
             while self._done < self.frames_total:
-                frame = next(self._frames)
+                frame = self._next_frame()
                 self._done = frame.index
                 self._keep(frame)
                 if self.progress_callback is not None:
@@ -412,6 +412,20 @@ class BakeJob:
         if self.live:
             self._show_frame(self._done)
         return self._done >= self.frames_total
+
+    def _next_frame(self):
+        from ..core.simulation import NonFiniteState
+
+        try:
+            return next(self._frames)
+        except NonFiniteState as exc:  # the callers' cleanup leaves the scene as it was
+            frames = self.options.frames
+            frame = frames.frame_start + exc.frame_index * frames.frame_step
+            others = f" and {exc.count - 1:,} more" if exc.count > 1 else ""
+            raise BakeError(
+                f'The simulation became non-finite at frame {frame} (body "{self.links[exc.body].name}"{others}): '
+                "nothing was baked. More substeps per frame (Substeps: Manual) may keep it finite; check that "
+                "body's mass and initial velocity too") from exc
 
     def _keep(self, frame) -> None:
         row = frame.index

@@ -1,20 +1,23 @@
 """Numbers that cannot poison a bake, in the panel and the operator: a NaN or infinity in a transform
 the add-on reads is refused before anything runs, with one line naming the object and the field,
 which the sidebar shows (its draw never raises); a frame range whose step keys no frame after the
-first is refused likewise. (The CLI's side: test_cli.py.)"""
+first is refused likewise; and a simulation whose state turns non-finite stops the bake, naming the
+frame and the body, leaving the scene as it was. (The CLI's side: test_cli.py.)"""
 from __future__ import annotations
 
 import math
 import os
 import re
 
+import numpy as np
 import pytest
 
 from prb_helpers import add_cube, bpy, draw_labels, fresh_scene, scene_snapshot
 
-from addon.blender import panels  # noqa: E402
+from addon.blender import job as job_module, panels  # noqa: E402
 from addon.blender.job import BakeError  # noqa: E402
 from test_bake_instances import run_job  # noqa: E402
+from test_bake_paths import _Event, _operator, _WindowContext  # noqa: E402
 
 NAN, INF = math.nan, math.inf
 
@@ -103,6 +106,70 @@ def test_the_panel_and_the_operator_refuse_a_step_that_keys_no_frame_after_the_f
     panels._summary["stale"] = True
     assert refusal(draw_labels(panels.PRB_PT_main), "Settings refused:") is None
     assert bpy.ops.prb.simulate_bake() == {"FINISHED"}
+
+
+def poison(job, name):
+    """NaN into the momentum of ``name``'s body on the device: its pose turns NaN in the engine's
+    own integration, and the frame's read-back is the add-on's own check."""
+    engine = job.sim.engine
+    body = [link.name for link in job.links].index(name)
+    rows = engine._read(engine.arguments["body_momentum"], (engine.body_count, 4))
+    rows[body, 0] = np.nan
+    engine.cl.enqueue_copy(engine.queue, engine.arguments["body_momentum"], rows)
+
+
+# B's NaN may reach A within the frame (it does on PoCL today: the message then names the first body
+# in body order, and how many more), or stay B's
+BLOWN_UP = re.compile(re.escape("Simulate & Bake failed: The simulation became non-finite at frame 4 (body ")
+                      + '("B"|"A" and 1 more)' + re.escape("): nothing was baked. More substeps per frame (Substeps: "
+                                                           "Manual) may keep it finite; check that body's mass and "
+                                                           "initial velocity too"))
+
+
+@pytest.mark.parametrize("mode", ["KEYFRAMES", "INSTANCES"])
+def test_a_state_turning_non_finite_stops_the_modal_bake_and_leaves_the_scene(registered, monkeypatch, tmp_path,
+                                                                               mode):
+    from addon.blender import operators
+
+    monkeypatch.setattr(operators, "STEP_BUDGET", 0.0)  # one frame per timer event
+    fresh_scene(1, 6)
+    add_cube("A", (0.0, 0.0, 1.0))
+    add_cube("B", (1.5, 0.0, 1.5))
+    bpy.ops.object.select_all(action="DESELECT")
+    bpy.context.scene.prb_settings.bake_mode = mode
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "scene.blend"))
+    before, files = snapshot(), sorted(os.listdir(tmp_path))
+    op, context = _operator(monkeypatch), _WindowContext()
+    assert op.invoke(context, _Event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
+    for _ in range(2):
+        assert op.modal(context, _Event("TIMER")) == {"RUNNING_MODAL"}
+    poison(op._job, "B")
+    assert op.modal(context, _Event("TIMER")) == {"CANCELLED"}
+    kind, message = op.reports[-1]
+    assert kind == {"ERROR"} and BLOWN_UP.fullmatch(message), message
+    assert op._job is None and context.window_manager.timers == []
+    assert snapshot() == before  # no keys, no cache object, nothing hidden, the bodies back in place
+    assert sorted(os.listdir(tmp_path)) == files  # no point cache, no cache folder
+
+
+def test_a_state_turning_non_finite_stops_the_blocking_bake(registered, monkeypatch):
+    fresh_scene(1, 6)
+    add_cube("A", (0.0, 0.0, 1.0))
+    add_cube("B", (1.5, 0.0, 1.5))
+    bpy.ops.object.select_all(action="DESELECT")
+    real_keep = job_module.BakeJob._keep
+
+    def keep_then_poison(job, frame):
+        real_keep(job, frame)
+        if frame.index == 2:
+            poison(job, "B")
+
+    monkeypatch.setattr(job_module.BakeJob, "_keep", keep_then_poison)
+    before = snapshot()
+    with pytest.raises(RuntimeError) as raised:
+        bpy.ops.prb.simulate_bake()
+    assert BLOWN_UP.search(str(raised.value)), raised.value
+    assert snapshot() == before
 
 
 def test_an_animated_collider_turning_non_finite_is_refused_before_simulating(registered):
