@@ -11,8 +11,8 @@ plus --colliders A,B. Settings not given on the command line come from the scene
 
 The result is saved to --output (default: <scene>.baked.blend beside the input); the input file
 is never overwritten unless --overwrite is given. Everything that can be checked (arguments,
-output folder, frames, scene, objects, roles, device, device memory) is checked before anything
-is simulated. Exit status 0 on success; otherwise one line "error: ..." on stderr (--verbose adds
+output folder, frames, scene, objects, roles, transforms, device, device memory) is checked before
+anything is simulated. Exit status 0 on success; otherwise one line "error: ..." on stderr (--verbose adds
 the traceback) and exit status 1, or 2 for bad arguments.
 
 Inside the Blender binary the options must follow `--` (Blender reads everything before it), and

@@ -123,6 +123,9 @@ inline int reduce_pair_records(__global int *records, int count, int stride, __g
             float score = depth + dot(search, r[stride].xyz);
             if (best < 0 || score > best_score + MANIFOLD_TIE) { best = t; best_score = score; }
         }
+        // none: a NaN normal makes a group no record matches (a finite one matches its own record),
+        // and record -1 would be read below
+        if (best < 0) continue;
         chosen[chosen_count++] = best;
         if (MANIFOLD_POINTS < 2) continue;
         float3 a = listed_record(records, best, stride, solve_record)[stride].xyz;

@@ -161,6 +161,11 @@ class BodyLink:
     mode: str = ""  # 'filled', 'shell' or 'filled+shell'
     instancer: str = ""  # a body of an instance of this instancer (object_name is the instancer's too) ...
     instance_mesh: int = -1  # ... showing its mesh number instance_mesh (InstancerBodies.meshes)
+    body_name: str = ""  # for messages: the object's name, an instance's <instancer>[n]
+
+    @property
+    def name(self) -> str:
+        return self.body_name or self.object_name
 
 
 @dataclass
@@ -221,6 +226,60 @@ def object_settings(obj) -> ObjectSettings:
         value = getattr(prb, name, default)
         values[name] = tuple(value) if isinstance(default, tuple) else value
     return ObjectSettings(**values)
+
+
+# Blender's float fields clamp an infinity typed into them to the float range's end (about 3.4e38);
+# an object's fields holding it make a world matrix that overflows like an infinity
+FLOAT_LIMIT = float(np.finfo(np.float32).max)
+
+
+def _first_non_finite(values, limit: float = math.inf):
+    """The first NaN or infinity among ``values``, counting a magnitude at ``limit`` or beyond as an
+    infinity of its sign (a float), or None when there is none."""
+    for v in values:
+        if not math.isfinite(v):
+            return v
+        if abs(v) >= limit:
+            return math.copysign(math.inf, v)
+    return None
+
+
+def _own_transform_fields(obj):
+    """(what the message calls it, values) of the fields Blender composes an object's basis matrix
+    from: its rotation and delta rotation as its rotation mode reads them (axis-angle has no delta
+    the Python API shows)."""
+    mode = obj.rotation_mode
+    if mode == "QUATERNION":
+        rotation, delta_rotation = obj.rotation_quaternion, obj.delta_rotation_quaternion
+    elif mode == "AXIS_ANGLE":
+        rotation, delta_rotation = obj.rotation_axis_angle, ()
+    else:
+        rotation, delta_rotation = obj.rotation_euler, obj.delta_rotation_euler
+    return (("location", obj.location), ("rotation", rotation), ("scale", obj.scale),
+            ("delta location", obj.delta_location), ("delta rotation", delta_rotation),
+            ("delta scale", obj.delta_scale))
+
+
+def transform_problem(obj, frame: int | None = None) -> str | None:
+    """Why ``obj``'s transform cannot be simulated, as one line naming the object and the field; None
+    when it can. Refused: a NaN or infinity in what the conversion and the bake read of it, its own
+    location, rotation, scale and their deltas, its parents' (its world matrix composes them), and
+    its world matrix itself (constraints, drivers, a parent inverse)."""
+    at = f" at frame {frame}" if frame is not None else ""
+
+    def problem(name, field, value):
+        return f'Object {name} has a non-finite {field} ({value}){at}: fix its transform before baking.'
+
+    owner, name = obj, f'"{obj.name}"'
+    while owner is not None:
+        for field, values in _own_transform_fields(owner):
+            value = _first_non_finite(values, FLOAT_LIMIT)
+            if value is not None:
+                return problem(name, field, value)
+        owner = owner.parent
+        name = f'"{getattr(owner, "name", "")}" (parent of "{obj.name}")'
+    value = _first_non_finite(x for row in obj.matrix_world for x in row)
+    return None if value is None else problem(f'"{obj.name}"', "world matrix", value)
 
 
 def _round_up_sig(x: float, digits: int = 2) -> float:
@@ -437,6 +496,14 @@ def instances_as_items(gathered, depsgraph):
         for kind, n in bodies.skipped.items():
             skipped.append((item.name, f"{n:,} of its instances are of type {kind.title()}, not meshes"))
         meshes = bodies.meshes
+        finite = np.isfinite(bodies.matrices).all(axis=(1, 2))
+        if not finite.all():
+            k = int(np.argmin(finite))
+            value = _first_non_finite(bodies.matrices[k].ravel())
+            source = meshes[bodies.mesh_index[k]].source_object
+            raise ConversionError(f'Object "{item.name}" has a non-finite transform on its instance {k}'
+                                  + (f' (of "{source}")' if source else "")
+                                  + f" ({value}): fix the transforms of its instances before baking.")
         for k in range(bodies.count):
             dynamic.append(SceneItem(f"{item.name}[{k}]", item.obj, item.settings, bodies.matrices[k],
                                      item.name, meshes[bodies.mesh_index[k]]))
@@ -658,7 +725,7 @@ def add_bodies(builder: ModelBuilder, particles: BodyParticles) -> list:
             item = body.item
             links.append(BodyLink(item.instancer or item.name, int(indices[k]), item.matrix_world.copy(), np.zeros(3),
                                   len(res.points), res.mode, item.instancer,
-                                  item.instance_mesh.ordinal if item.instance_mesh is not None else -1))
+                                  item.instance_mesh.ordinal if item.instance_mesh is not None else -1, item.name))
     links.sort(key=lambda link: link.body_index)
     return links
 
@@ -712,6 +779,9 @@ def collider_frames(colliders: StaticColliders, scene, context, frame_start: int
                 raise ConversionError(
                     f"static collider {obj.name} changes its number of vertices during the animation "
                     f"(frame {frame_start + i * frame_step}); apply the modifier that does it")
+            problem = transform_problem(obj, frame_start + i * frame_step)
+            if problem:
+                raise ConversionError(problem)
             m4 = _matrices([obj])[0]
             out[mesh.object_name][i] = read[0] @ m4[:3, :3].T + m4[:3, 3]
     for _, mesh in animated:

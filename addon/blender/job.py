@@ -22,8 +22,8 @@ import numpy as np
 from . import bake, instancers
 from ..core.opencl_engine import estimate_device_memory
 from ..core.rotations import pose_matrices
-from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_STATIC, ConversionSettings, FrameSettings,
-                             SimulationSettings)
+from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_IGNORED, ROLE_STATIC, ConversionSettings,
+                             FrameSettings, SimulationSettings)
 from .properties import BAKE_MODE_ITEMS, contact_geometry_gone
 
 BAKE_MODES = tuple(identifier for identifier, _label, _description in BAKE_MODE_ITEMS)
@@ -172,17 +172,33 @@ def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
         dims = np.asarray(o.dimensions, dtype=np.float64)
         counts.append(1)
         volumes.append(float(np.prod(np.maximum(dims, 1e-9))))
-    if not volumes:
-        return dict(bodies=0, particles=0, memory=0, radius=radius, instancers={})
-    counts, volumes = np.array(counts), np.array(volumes)
+    counts, volumes = np.array(counts, dtype=np.int64), np.array(volumes, dtype=np.float64)
+    bodies = int(counts.sum())
+    instanced = {name: sum(count for count, _v in entries) for name, entries in per_instancer.items()}
+    # a body whose size is NaN or infinite (its transform is: the bake refuses it, transform_problem)
+    # counts as a body without particles
+    counts, volumes = counts[np.isfinite(volumes)], volumes[np.isfinite(volumes)]
+    if not len(volumes):
+        return dict(bodies=bodies, particles=0, memory=0, radius=radius, instancers=instanced)
     if radius is None:
         # same spirit as the automatic radius: the smallest body about 3 particles across
         radius = max(volumes.min() ** (1.0 / 3.0) / 6.0, 1e-4)
     particles = int((counts * np.maximum(1.0, volumes / (2 * radius) ** 3)).sum())
-    bodies = int(counts.sum())
     memory = int(estimate_device_memory(particles, bodies, options.simulation.contact_geometry if options else None))
-    return dict(bodies=bodies, particles=particles, memory=memory, radius=radius,
-                instancers={name: sum(count for count, _v in entries) for name, entries in per_instancer.items()})
+    return dict(bodies=bodies, particles=particles, memory=memory, radius=radius, instancers=instanced)
+
+
+def transform_problem(objects) -> str | None:
+    """The first of ``objects`` taking part (not Ignored) whose transform holds a NaN or infinity, as
+    the line that refuses the bake (convert.transform_problem); None when every one is finite."""
+    from .convert import transform_problem as problem_of
+
+    for obj in objects:
+        if obj.prb.role != ROLE_IGNORED:
+            problem = problem_of(obj)
+            if problem:
+                return problem
+    return None
 
 
 def _refuse_instancers(context, dynamic) -> None:
@@ -269,6 +285,9 @@ class BakeJob:
         both = sorted({o.name for o in self.dynamic} & {o.name for o in self.static})
         if both:
             raise BakeError(f"objects both dynamic and static colliders: {', '.join(both)}")
+        problem = transform_problem(self.dynamic + self.static)
+        if problem:
+            raise BakeError(problem)
         if opts.bake_mode == "KEYFRAMES":
             refused = [problem for obj in self.dynamic for problem in _constraint_problems(obj)]
             if refused:
@@ -363,7 +382,7 @@ class BakeJob:
             elif getattr(conv, "instancers", None):  # check() counted none: the scene changed since
                 raise BakeError(_instancers_message({b.instancer: b.count for b in conv.instancers}))
             self._frames = self.sim.frames(self.frames_total)
-            self._keep(next(self._frames))
+            self._keep(self._next_frame())
             if self.live:
                 self._saved_transforms = {o.name: _transform_values(o) for o in self._objects_shown_live()}
             self._say(f"PRB: {bodies} bodies, {conv.particle_count:,} particles, device {self.device_name}, "
@@ -380,7 +399,7 @@ class BakeJob:
         t0 = time.perf_counter()
         try:
             while self._done < self.frames_total:
-                frame = next(self._frames)
+                frame = self._next_frame()
                 self._done = frame.index
                 self._keep(frame)
                 if self.progress_callback is not None:
@@ -393,6 +412,20 @@ class BakeJob:
         if self.live:
             self._show_frame(self._done)
         return self._done >= self.frames_total
+
+    def _next_frame(self):
+        from ..core.simulation import NonFiniteState
+
+        try:
+            return next(self._frames)
+        except NonFiniteState as exc:  # the callers' cleanup leaves the scene as it was
+            frames = self.options.frames
+            frame = frames.frame_start + exc.frame_index * frames.frame_step
+            others = f" and {exc.count - 1:,} more" if exc.count > 1 else ""
+            raise BakeError(
+                f'The simulation became non-finite at frame {frame} (body "{self.links[exc.body].name}"{others}): '
+                "nothing was baked. More substeps per frame (Substeps: Manual) may keep it finite; check that "
+                "body's mass and initial velocity too") from exc
 
     def _keep(self, frame) -> None:
         row = frame.index

@@ -16,7 +16,7 @@ import bpy
 from . import bake, bake_instances, instancers, properties
 from ..core.contact_geometry import CONTACT_GEOMETRY
 from ..core.settings import ROLE_IGNORED, ROLE_STATIC
-from .job import BakeError, BakeOptions, estimate, format_bytes, manual_stiffness, pick_objects
+from .job import BakeError, BakeOptions, estimate, format_bytes, manual_stiffness, pick_objects, transform_problem
 from .preferences import wrap_width
 
 CATEGORY = "Particle Bodies"
@@ -34,6 +34,7 @@ class SceneSummary:
     memory: int  # bytes of device memory, estimated
     baked: int  # objects holding a keyframe bake
     instancers: dict  # name -> instances, of the dynamic instancers (they bake to instances only)
+    refused: str | None = None  # why Simulate & Bake would refuse the objects (job.transform_problem)
 
 
 _summary: dict = {"scene": None, "value": None, "stale": True}
@@ -52,7 +53,7 @@ def compute_summary(context) -> SceneSummary:
     est = estimate(context, dynamic, scene_options(context.scene)[0])
     baked = sum(1 for o in context.scene.objects if bake.has_bake(o))
     return SceneSummary(len(dynamic), est["bodies"], len(static), est["particles"], est["memory"], baked,
-                        est["instancers"])
+                        est["instancers"], transform_problem(dynamic + static))
 
 
 def refresh_summary(context) -> SceneSummary:
@@ -161,10 +162,11 @@ class PRB_PT_main(bpy.types.Panel):
         if summary.dynamic:
             frames = f", frames {options.frames.frame_start}-{options.frames.frame_end}" if options else ""
             col.label(text=f"Memory ~{format_bytes(summary.memory)}{frames}", icon="MEMORY")
-        if refused:
-            col.label(text="Settings refused:", icon="ERROR")
-            for line in textwrap.wrap(refused, wrap_width(context), break_long_words=False, break_on_hyphens=False):
-                col.label(text=line)
+        for heading, why in (("Settings refused:", refused), ("Objects refused:", summary.refused)):
+            if why:
+                col.label(text=heading, icon="ERROR")
+                for line in textwrap.wrap(why, wrap_width(context), break_long_words=False, break_on_hyphens=False):
+                    col.label(text=line)
         problem = properties.opencl_problem()
         if problem:
             col.label(text="No OpenCL device: see the tooltip of Device", icon="ERROR")

@@ -151,6 +151,11 @@ class PointCacheWriter:
         self.points = points
         self.samples = samples
         self.written = 0
+        folder = os.path.dirname(os.path.abspath(path))
+        self._created = []  # the folders made for it, deepest first: discard() leaves none behind
+        while not os.path.exists(folder):
+            self._created.append(folder)
+            folder = os.path.dirname(folder)
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         self._file = open(self.partial_path, "wb")
         try:
@@ -181,6 +186,12 @@ class PointCacheWriter:
             self._file.close()
         if os.path.exists(self.partial_path):
             os.remove(self.partial_path)
+        for folder in self._created:
+            try:
+                os.rmdir(folder)
+            except OSError:  # something else was put there meanwhile
+                break
+        self._created = []
 
 
 def check_writable_folder(folder: str) -> str | None:

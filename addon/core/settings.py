@@ -271,6 +271,11 @@ class FrameSettings:
                              f"the start")
         if self.frame_step < 1:
             raise ValueError("frame step must be at least 1")
+        span = self.frame_end - self.frame_start
+        if self.frame_step > span:  # a bake keys the start frame and every step after it up to the end
+            raise ValueError(f"frame step {self.frame_step} is longer than the frame range {self.frame_start}-"
+                             f"{self.frame_end}: only frame {self.frame_start} would be keyed and nothing simulated; "
+                             f"use a step of at most {span}, or a later end frame")
         if self.substeps is not None and self.substeps < 1:
             raise ValueError(f"substeps per frame must be at least 1, got {self.substeps}")
 

@@ -4,7 +4,8 @@ The Blender layer (and the CLI, benchmarks, demos) talk to the engines only thro
     sim = Simulation(model, settings, frame_rate=24)
     for frame in sim.frames(250):          # a resumable generator, one item per output frame
         frame.index, frame.positions, frame.orientations   # (B, 3) COM and (B, 4) quaternions
-The substep is chosen so that a whole number of substeps fits in one frame.
+The substep is chosen so that a whole number of substeps fits in one frame. A frame whose poses
+hold NaN or infinity raises NonFiniteState instead of being handed on.
 """
 from __future__ import annotations
 
@@ -27,6 +28,27 @@ class FrameResult:
     time: float  # simulated seconds
     positions: np.ndarray  # (B, 3) centre of mass, world
     orientations: np.ndarray  # (B, 4) (w, x, y, z), body frame -> world
+
+
+class NonFiniteState(FloatingPointError):
+    """A body's pose read back for a frame holds NaN or infinity: the simulation blew up (or was
+    given such a number), and nothing of it can be baked."""
+
+    def __init__(self, frame_index: int, body: int, count: int = 1):
+        self.frame_index = frame_index  # FrameResult.index: 0 = the initial state
+        self.body = body  # the first body, in body order, whose pose is not finite
+        # how many are: one body's NaN can reach others within a frame (through contacts, or a
+        # triangle collider's lookup), so the first of several need not be where it began
+        self.count = count
+        others = f" and {count - 1} more" if count > 1 else ""
+        super().__init__(f"the simulation became non-finite at output frame {frame_index} (body {body}{others})")
+
+
+def check_finite(index: int, positions: np.ndarray, orientations: np.ndarray) -> None:
+    """Raise NonFiniteState naming the first body whose pose for frame ``index`` is not finite."""
+    finite = np.isfinite(positions).all(axis=1) & np.isfinite(orientations).all(axis=1)
+    if not finite.all():
+        raise NonFiniteState(index, int(np.argmin(finite)), int(finite.size - np.count_nonzero(finite)))
 
 
 def create_engine(model: Model, settings: SimulationSettings, backend: str = "opencl"):
@@ -80,6 +102,9 @@ class Simulation:
         else:
             state = self.engine.body_state()
             positions, orientations = state.position, state.orientation
+        # the poses are all a bake writes: a velocity gone non-finite shows in them a substep later,
+        # and one that does so after the last frame's poses changes nothing baked
+        check_finite(index, positions, orientations)
         return FrameResult(index, self.engine.time, positions, orientations)
 
     def frames(self, count: int):

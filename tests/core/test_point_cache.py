@@ -90,6 +90,18 @@ def test_an_unfinished_or_discarded_cache_leaves_the_earlier_one(tmp_path):
     assert path.read_bytes() == b"earlier" and os.listdir(tmp_path) == ["cache.pc2"]
 
 
+def test_a_discarded_cache_removes_the_folders_made_for_it(tmp_path):
+    writer = point_cache.PointCacheWriter(str(tmp_path / "prb_cache" / "deeper" / "cache.pc2"), 3, 2)
+    writer.write(np.zeros((3, 3)))
+    writer.discard()
+    assert os.listdir(tmp_path) == []
+    (tmp_path / "prb_cache").mkdir()
+    (tmp_path / "prb_cache" / "other.pc2").write_bytes(b"not ours")
+    writer = point_cache.PointCacheWriter(str(tmp_path / "prb_cache" / "deeper" / "cache.pc2"), 3, 2)
+    writer.discard()
+    assert os.listdir(tmp_path / "prb_cache") == ["other.pc2"]
+
+
 def test_background_writer_writes_the_same_file(tmp_path, monkeypatch):
     monkeypatch.setattr(point_cache, "BLOCK_BODIES", 7)  # three blocks of bodies, on two threads
     start, com = random_bodies(20)
