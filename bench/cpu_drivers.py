@@ -79,6 +79,94 @@ def candidates(args) -> dict[str, dict]:
     }
 
 
+# --- what each driver weighs ------------------------------------------------------------------
+
+# In a chroot: `apt install --no-install-recommends pocl-opencl-icd` on a minimal Debian, i.e. the
+# package's Depends closure less the Priority required/important packages every Debian has (one line
+# per package: installed KiB, .deb bytes, name); then the files a copy of this PoCL would have to
+# ship (libpocl, its device modules and kernel libraries, and the libraries it links beyond libc,
+# libm, libstdc++ and libgcc_s: LLVM, clang-cpp, hwloc, z3, ...), one path a line after a "ship" line.
+APT_CLOSURE = r"""
+for p in $(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+           --no-replaces --no-enhances --installed pocl-opencl-icd 2>/dev/null | grep -v '^[ <]' | sort -u); do
+  pr=$(dpkg-query -W -f='${Priority}' "$p" 2>/dev/null) || continue
+  case "$pr" in required|important) continue;; esac
+  v=$(dpkg-query -W -f='${Version}' "$p")
+  echo "$(dpkg-query -W -f='${Installed-Size}' "$p") $(apt-cache show "$p=$v" 2>/dev/null | awk '/^Size:/{print $2; exit}') $p"
+done
+echo ship
+lib=$(ls /usr/lib/x86_64-linux-gnu/libpocl.so.2.*.*)
+echo "$lib"; find /usr/lib/x86_64-linux-gnu/pocl /usr/share/pocl -type f
+ldd "$lib" | awk '$3 ~ /^\// {print $3}' | grep -vE '/(libc|libm|libstdc\+\+|libgcc_s)\.so' | xargs -r readlink -f
+"""
+
+
+def tree_bytes(*paths: Path) -> int:
+    return sum(f.stat().st_size for p in paths for f in ([p] if p.is_file() else p.rglob("*"))
+               if f.is_file() and not f.is_symlink())
+
+
+def distinct_files(root: Path) -> list[Path]:
+    """The files under root, one of each content (wheels cannot hold links, so a wheel's libfoo.so and
+    libfoo.so.1.2 are two copies)."""
+    import hashlib
+    seen, kept = set(), []
+    for f in sorted(root.rglob("*")):
+        if f.is_file() and not f.is_symlink():
+            digest = (f.stat().st_size, hashlib.md5(f.read_bytes()).hexdigest())
+            if digest not in seen:
+                seen.add(digest)
+                kept.append(f)
+    return kept
+
+
+def deflated_bytes(files: list[Path]) -> int:
+    """The files' size in a zip (deflate, zlib's default level): what they add to the extension's zip."""
+    import zlib
+    total = 0
+    for f in files:
+        packer = zlib.compressobj(6, zlib.DEFLATED, -15)
+        with open(f, "rb") as handle:
+            while chunk := handle.read(1 << 22):
+                total += len(packer.compress(chunk))
+        total += len(packer.flush())
+    return total
+
+
+def sizes(name: str, candidate: dict, args) -> dict:
+    """Download and installed bytes of a driver; for Debian's, also the files a copy would ship."""
+    if name == "pocl-bundled":
+        import pocl_binary_distribution
+        import pyopencl
+        files = [*Path(pyopencl.__file__).parent.joinpath(".libs").glob("libpocl*"),
+                 Path(pocl_binary_distribution.__file__).parent]
+        wheels = sorted((ROOT / ".cache" / "wheels").glob("*/pocl_binary_distribution-*.whl"))
+        return {"installed_bytes": tree_bytes(*files),
+                "download_bytes": wheels[0].stat().st_size if wheels else None,
+                "what": "pip pocl-binary-distribution (libpocl with LLVM 14 linked in, its kernel libraries)"}
+    if name == "intel":
+        library = Path(next(Path(args.intel_vendors).glob("*.icd")).read_text().strip())
+        prefix = library.parent.parent
+        wheels = sorted(Path(args.intel_wheels).glob("*.whl"))
+        distinct = distinct_files(prefix)
+        return {"installed_bytes": tree_bytes(prefix), "download_bytes": sum(w.stat().st_size for w in wheels),
+                "wheels": [w.name for w in wheels], "what": f"pip install --prefix {prefix}",
+                "installed_distinct_bytes": tree_bytes(*distinct), "distinct_deflated_bytes": deflated_bytes(distinct)}
+    text = subprocess.run(["chroot", candidate["chroot"], "bash", "-c", APT_CLOSURE], check=True,
+                          capture_output=True, text=True).stdout
+    packages, _, ship = text.partition("ship\n")
+    rows = [line.split() for line in packages.splitlines() if line.strip()]
+    shipped = sorted({Path(candidate["chroot"] + line) for line in ship.split()})
+    return {"installed_bytes": 1024 * sum(int(r[0]) for r in rows),
+            "download_bytes": sum(int(r[1]) for r in rows if len(r) > 2),
+            "packages": len(rows), "largest_packages": [{"package": r[-1], "installed_kib": int(r[0])}
+                                                       for r in sorted(rows, key=lambda r: -int(r[0]))[:8]],
+            "what": "apt install --no-install-recommends pocl-opencl-icd on a minimal Debian (the packages "
+                    "beyond Priority required/important)",
+            "ship_files": [str(f)[len(candidate["chroot"]):] for f in shipped],
+            "ship_bytes": tree_bytes(*shipped), "ship_deflated_bytes": deflated_bytes(shipped)}
+
+
 # --- the machine's load ----------------------------------------------------------------------
 
 def cpu_jiffies() -> dict[str, int]:
@@ -284,6 +372,8 @@ def main(argv=None):
                         help="run only these (pocl-bundled, intel, pocl-bookworm, pocl-trixie); default all")
     parser.add_argument("--intel-vendors", default="/tmp/intel/vendors",
                         help="a folder whose .icd file names intel-opencl-rt's libintelocl.so")
+    parser.add_argument("--intel-wheels", default="/tmp/intel", help="the folder of intel-opencl-rt's wheels")
+    parser.add_argument("--no-sizes", action="store_true", help="skip measuring what each driver weighs")
     parser.add_argument("--bookworm", default="/opt/prb-bookworm-pocl")
     parser.add_argument("--trixie", default="/opt/prb-trixie-pocl")
     parser.add_argument("--busy-cores", type=float, default=0.25,
@@ -301,6 +391,7 @@ def main(argv=None):
         if candidate["chroot"]:
             check_chroot(candidate["chroot"])
             copy_into(candidate["chroot"])
+    weights = {} if args.no_sizes else {name: sizes(name, c, args) for name, c in chosen.items()}
     runs = []
     for round_index in range(args.rounds):
         for name, candidate in chosen.items():
@@ -316,7 +407,7 @@ def main(argv=None):
               "date": time.strftime("%Y-%m-%d"), "note": args.note,
               "candidates": {name: {"source": c["source"], "chroot": c["chroot"], "env": c["env"]}
                              for name, c in chosen.items()},
-              "summary": summary(runs, "pocl-bundled"), "runs": runs}
+              "sizes": weights, "summary": summary(runs, "pocl-bundled"), "runs": runs}
     report["busy"] = any(r.get("busy") for r in runs)
     write_report(report, args.out)
 

@@ -10,10 +10,9 @@
 #
 # In each, pyopencl 2026.1.4's manylinux wheel (its Python's) and its pure-Python dependencies go
 # into /opt/prb-pyopencl (pip --target; not on the chroot's sys.path unless PYTHONPATH names it).
-# The wheel bundles PoCL 3.0 next to its own OpenCL loader (pyopencl/.libs/pocl.icd and libpocl);
-# that loader reads the folder it lives in besides OCL_ICD_VENDORS, so the bundled PoCL is removed
-# from these copies: the only PoCL a chroot lists is Debian's. (pocl-binary-distribution, the
-# bundled PoCL's kernel library, is not installed.)
+# The bundled PoCL 3.0 is the pip package pocl-binary-distribution (it installs libpocl and pocl.icd
+# into pyopencl/.libs, next to the wheel's own OpenCL loader, which reads that folder besides
+# OCL_ICD_VENDORS): it is not installed here, so the only PoCL a chroot lists is Debian's (checked).
 #
 # Wheels: cp311 from $PRB_WHEELS_CP311 (default: the main checkout's .cache/wheels/linux-x64-cp311,
 # filled by make venv); cp313 downloaded from PyPI into /opt/prb-trixie-pocl/opt/prb-wheels.
@@ -39,8 +38,8 @@ mount_chroot() { # proc, /dev, /dev/shm, /sys: PoCL and hwloc read the CPU's top
     done
 }
 
-drop_bundled_pocl() { # the bundled PoCL out of a --target copy of pyopencl
-    rm -f "$1"/pyopencl/.libs/pocl.icd "$1"/pyopencl/.libs/libpocl-*.so
+no_bundled_pocl() { # a --target copy of pyopencl must not hold the bundled PoCL
+    if ls "$1"/pyopencl/.libs/ | grep -q pocl; then log "$1 holds a bundled PoCL"; exit 1; fi
 }
 
 # --- bookworm: debootstrap, Debian's PoCL and what it links kernels with ---
@@ -55,7 +54,7 @@ if [ ! -f "$BOOKWORM/.prb-pocl-ready-v1" ]; then
     "$PYTHON" -m pip install -q --no-index --no-deps --target "$BOOKWORM/opt/prb-pyopencl" \
         "$WHEELS_CP311"/pyopencl-$PYOPENCL-cp311-*.whl \
         $(for p in $PURE; do ls "$WHEELS_CP311"/$p-*.whl; done)
-    drop_bundled_pocl "$BOOKWORM/opt/prb-pyopencl"
+    no_bundled_pocl "$BOOKWORM/opt/prb-pyopencl"
     touch "$BOOKWORM/.prb-pocl-ready-v1"
 fi
 mount_chroot "$BOOKWORM"
@@ -72,7 +71,7 @@ if [ ! -f "$TRIXIE/opt/prb-pyopencl/.prb-ready-v1" ]; then
     "$PYTHON" -m pip install -q --no-index --no-deps --only-binary=:all: --python-version 3.13 \
         --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
         --platform manylinux_2_17_x86_64 --target "$TRIXIE/opt/prb-pyopencl" "$TRIXIE"/opt/prb-wheels/*.whl
-    drop_bundled_pocl "$TRIXIE/opt/prb-pyopencl"
+    no_bundled_pocl "$TRIXIE/opt/prb-pyopencl"
     touch "$TRIXIE/opt/prb-pyopencl/.prb-ready-v1"
 fi
 mount_chroot "$TRIXIE"
