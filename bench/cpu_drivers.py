@@ -19,11 +19,16 @@ kernels cold, as a first bake does), the engine built (OpenCLEngine: the program
 warm-up step (PoCL compiles each kernel for its work-group size at its first launch), then
 ``--frames`` frames of cube_pile(N) a frame at a time, the poses read back each frame (as
 bench/cpu_vs_bullet.py's ``ours``), then a second engine in the same process (the caches now warm:
-a later bake's build). The machine is shared: the load average and the CPU time other processes
-took (from /proc/stat, less the run's own) are recorded with every run, and a run during which
-others took more than ``--busy-cores`` cores is marked busy. Figures, never a timed test.
+a later bake's build). The machine is shared: before each run the bench waits (``--wait-quiet``
+seconds at most) for other processes to go quiet; the load average and the CPU time other
+processes took during the run (from /proc/stat, less the run's own) are recorded with every run,
+and a run during which others took more than ``--busy-cores`` cores is marked busy. With
+``--quiet-runs K`` it adds rounds (up to ``--max-rounds``) until every driver has K runs not marked
+busy, and the summary is over those. Also measures what each driver weighs (``sizes``). Root (chroot).
+Figures, never a timed test.
 
-    .venv/bin/python bench/cpu_drivers.py --rounds 3 --out bench/results/cpu_drivers_1000_2core.json
+    bash bench/cpu_drivers_setup.sh   # once: the chroots (root)
+    .venv/bin/python bench/cpu_drivers.py --rounds 3 --quiet-runs 3 --out bench/results/cpu_drivers_1000_2core.json
 """
 from __future__ import annotations
 
@@ -61,21 +66,20 @@ def candidates(args) -> dict[str, dict]:
     return {
         "pocl-bundled": {**venv, "env": {"OCL_ICD_VENDORS": str(empty), "PRB_OPENCL_DEVICE": "cpu"},
                          "expect": r"Portable Computing Language / OpenCL \S+ PoCL 3\.0",
-                         "source": "pyopencl's Linux wheel (libpocl in pyopencl/.libs) + pip "
-                                   "pocl-binary-distribution 3.0 (its kernel library)"},
+                         "source": "pip: pocl-binary-distribution 3.0 (pyopencl[pocl])"},
         "intel": {**venv, "env": {"OCL_ICD_VENDORS": args.intel_vendors, "PRB_OPENCL_DEVICE": "Intel(R) OpenCL"},
                   "expect": r"^Intel\(R\) OpenCL / ",
-                  "source": "PyPI: intel-opencl-rt + tbb + intel-cmplr-lib-rt (pip, no root)"},
+                  "source": "pip: intel-opencl-rt, tbb, intel-cmplr-lib-rt (no root)"},
         "pocl-bookworm": {"python": ["python3"], "chroot": args.bookworm,
                           "env": {"OCL_ICD_VENDORS": "/etc/OpenCL/vendors",
                                   "PRB_OPENCL_DEVICE": "Portable Computing Language"},
                           "expect": r"Portable Computing Language / OpenCL \S+ PoCL 3\.1\+debian",
-                          "source": "Debian 12 apt: pocl-opencl-icd (root)"},
+                          "source": "apt: Debian 12's pocl-opencl-icd (root)"},
         "pocl-trixie": {"python": ["python3"], "chroot": args.trixie,
                         "env": {"OCL_ICD_VENDORS": "/etc/OpenCL/vendors",
                                 "PRB_OPENCL_DEVICE": "Portable Computing Language"},
                         "expect": r"Portable Computing Language / OpenCL \S+ PoCL [6-9]\.\d+\+debian",
-                        "source": "Debian 13 apt: pocl-opencl-icd (root)"},
+                        "source": "apt: Debian 13's pocl-opencl-icd (root)"},
     }
 
 
@@ -299,10 +303,20 @@ def command(candidate: dict, cubes: int, frames: int) -> tuple[list[str], dict |
              *candidate["python"], f"{CHROOT_COPY}/bench/cpu_drivers.py", *worker_args], None)
 
 
-def run_one(name: str, candidate: dict, cubes: int, frames: int, busy_cores: float) -> dict:
+def wait_quiet(busy_cores: float, limit: float) -> tuple[float, list[dict]]:
+    """Wait (up to ``limit`` seconds) until no other process takes more than ``busy_cores`` cores;
+    the seconds waited and the busy processes of the last look."""
+    start = time.perf_counter()
+    while True:
+        others = busy_processes()
+        if not any(p["cores"] > busy_cores for p in others) or time.perf_counter() - start > limit:
+            return time.perf_counter() - start, others
+
+
+def run_one(name: str, candidate: dict, cubes: int, frames: int, busy_cores: float, wait: float) -> dict:
     argv, env = command(candidate, cubes, frames)
+    waited, others_before = wait_quiet(busy_cores, wait)
     load_before = os.getloadavg()
-    others_before = busy_processes()
     jiffies = cpu_jiffies()
     wall = time.perf_counter()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -319,7 +333,7 @@ def run_one(name: str, candidate: dict, cubes: int, frames: int, busy_cores: flo
     others = max(0.0, (after["busy"] - jiffies["busy"]) / tick - own) / wall
     machine = {"load_average_before": [round(x, 2) for x in load_before],
                "load_average_after": [round(x, 2) for x in os.getloadavg()],
-               "busy_processes_before": others_before,
+               "busy_processes_before": others_before, "waited_for_quiet_s": round(waited, 1),
                "others_cores_during_run": round(others, 3), "steal_cores_during_run":
                    round((after["steal"] - jiffies["steal"]) / tick / wall, 3),
                "run_cpu_s": round(own, 2), "run_wall_s": round(wall, 2),
@@ -330,10 +344,11 @@ def run_one(name: str, candidate: dict, cubes: int, frames: int, busy_cores: flo
     return {"candidate": name, **json.loads(lines[-1][len(MARK):]), **machine}
 
 
-def summary(runs: list[dict], baseline: str) -> dict:
+def summary(runs: list[dict], baseline: str, quiet_only: bool) -> dict:
+    """Per candidate: medians and spread over its runs (``quiet_only``: over those not marked busy)."""
     found = {}
     for name in dict.fromkeys(r["candidate"] for r in runs):
-        ok = [r for r in runs if r["candidate"] == name and "error" not in r]
+        ok = [r for r in runs if r["candidate"] == name and "error" not in r and not (quiet_only and r["busy"])]
         if not ok:
             found[name] = {"error": next(r["error"] for r in runs if r["candidate"] == name)}
             continue
@@ -342,7 +357,7 @@ def summary(runs: list[dict], baseline: str) -> dict:
         found[name] = {
             "platform": first["platform"], "platform_version": first["platform_version"],
             "device": first["device"], "driver_version": first["driver_version"],
-            "rounds": len(ok), "ms_per_frame_median": statistics.median(ms),
+            "runs": len(ok), "ms_per_frame_median": statistics.median(ms),
             "ms_per_frame_min": min(ms), "ms_per_frame_max": max(ms),
             "ms_per_frame_first_24_median": statistics.median(r["ms_per_frame_first_24"] for r in ok),
             "ms_per_frame_last_24_median": statistics.median(r["ms_per_frame_last_24"] for r in ok),
@@ -351,7 +366,7 @@ def summary(runs: list[dict], baseline: str) -> dict:
             "first_step_s_median": statistics.median(r["first_step_s"] for r in ok),
             "cached_build_s_median": statistics.median(r["cached_build_s"] for r in ok),
             "end": first["end"], "end_same_every_round": all(r["end"] == first["end"] for r in ok),
-            "busy_rounds": sum(r["busy"] for r in ok),
+            "busy_runs": sum(r["busy"] for r in ok), "runs_used": [r["round"] for r in ok],
         }
     base = found.get(baseline, {}).get("ms_per_frame_median")
     for name, s in found.items():
@@ -367,7 +382,13 @@ def main(argv=None):
     parser.add_argument("--expect", default=".", help=argparse.SUPPRESS)
     parser.add_argument("--cubes", type=int, default=1000)
     parser.add_argument("--frames", type=int, default=120, help="24 fps frames timed (120: 5 s)")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds at least")
+    parser.add_argument("--quiet-runs", type=int, default=0,
+                        help="more rounds (up to --max-rounds) until every candidate has this many runs not "
+                             "marked busy; then the summary is over those runs alone")
+    parser.add_argument("--max-rounds", type=int, default=12)
+    parser.add_argument("--wait-quiet", type=float, default=60.0,
+                        help="before each run, wait up to this many seconds for other processes to go quiet")
     parser.add_argument("--candidate", action="append", default=None,
                         help="run only these (pocl-bundled, intel, pocl-bookworm, pocl-trixie); default all")
     parser.add_argument("--intel-vendors", default="/tmp/intel/vendors",
@@ -393,21 +414,31 @@ def main(argv=None):
             copy_into(candidate["chroot"])
     weights = {} if args.no_sizes else {name: sizes(name, c, args) for name, c in chosen.items()}
     runs = []
-    for round_index in range(args.rounds):
+
+    def quiet_runs(name):
+        return sum(1 for r in runs if r["candidate"] == name and "error" not in r and not r["busy"])
+
+    round_index = 0
+    while round_index < args.rounds or (round_index < args.max_rounds
+                                        and min(map(quiet_runs, chosen)) < args.quiet_runs):
         for name, candidate in chosen.items():
-            result = run_one(name, candidate, args.cubes, args.frames, args.busy_cores)
+            result = run_one(name, candidate, args.cubes, args.frames, args.busy_cores, args.wait_quiet)
             result["round"] = round_index + 1
             runs.append(result)
             print(f"round {round_index + 1} {name}: " + (result["error"] if "error" in result else
                   f"{result['ms_per_frame_mean']:.1f} ms per frame, kernels {result['kernel_build_s']:.1f} s, "
-                  f"others {result['others_cores_during_run']:.2f} cores, load {result['load_average_before'][0]}"),
-                  file=sys.stderr, flush=True)
+                  f"others {result['others_cores_during_run']:.2f} cores, load {result['load_average_before'][0]}"
+                  + (", busy" if result["busy"] else "")), file=sys.stderr, flush=True)
+        round_index += 1
+    quiet_only = args.quiet_runs > 0 and min(map(quiet_runs, chosen)) >= args.quiet_runs
     report = {"benchmark": "cpu_drivers", "commit": commit(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
               "cubes": args.cubes, "frames": args.frames, "rounds": args.rounds,
               "date": time.strftime("%Y-%m-%d"), "note": args.note,
               "candidates": {name: {"source": c["source"], "chroot": c["chroot"], "env": c["env"]}
                              for name, c in chosen.items()},
-              "sizes": weights, "summary": summary(runs, "pocl-bundled"), "runs": runs}
+              "rounds_run": round_index, "wait_quiet_s": args.wait_quiet, "busy_cores": args.busy_cores,
+              "summary_over": "quiet runs" if quiet_only else "all runs",
+              "sizes": weights, "summary": summary(runs, "pocl-bundled", quiet_only), "runs": runs}
     report["busy"] = any(r.get("busy") for r in runs)
     write_report(report, args.out)
 
