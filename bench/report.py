@@ -180,6 +180,71 @@ def instances_convert_table(name: str) -> str:
     return rows(head, body) + "\n" + source(name, f"{m['cpu']}, {m['cores']} cores, bpy {r['bpy']}, load {load_avg:.1f}")
 
 
+DRIVER_NAMES = {"pocl-bundled": "PoCL bundled with pyopencl", "intel": "Intel CPU runtime (PyPI)",
+                "pocl-bookworm": "PoCL of Debian 12", "pocl-trixie": "PoCL of Debian 13"}
+
+
+def driver_version(s: dict) -> str:
+    """"PoCL 3.0-rc2, LLVM 14.0.6" from a PoCL platform's version; Intel's: its driver version."""
+    pocl = re.search(r"PoCL (\S+).*?LLVM ([\d.]+)", s["platform_version"])
+    if pocl:
+        return f"PoCL {pocl[1]}, LLVM {pocl[2]}"
+    return f"{s['driver_version']} ({s['platform_version']})"
+
+
+def megabytes(n) -> str:
+    return "?" if n is None else f"{n / 1e6:,.0f}"
+
+
+def cpu_drivers_table(name: str, repeat: str | None = None) -> str:
+    """The CPU OpenCL drivers side by side (bench/cpu_drivers.py): one row per driver, medians over the
+    runs summarised, the spread as their lowest and highest; ``repeat``: a later run's median beside."""
+    r = load(name)
+    again = load(repeat)["summary"] if repeat else {}
+    body = []
+    for key, s in r["summary"].items():
+        if "error" in s:
+            body.append([DRIVER_NAMES.get(key, key), "failed: " + s["error"][:80], *[""] * 7])
+            continue
+        size = r.get("sizes", {}).get(key, {})
+        e = s["end"]
+        body.append([
+            DRIVER_NAMES.get(key, key) + f" ({s['runs']} runs)", driver_version(s), r["candidates"][key]["source"],
+            f"{megabytes(size.get('download_bytes'))} / {megabytes(size.get('installed_bytes'))}",
+            f"{s['kernel_build_s_median']:.1f} ({s['cached_build_s_median']:.2f})",
+            f"{s['ms_per_frame_median']:.1f} ({s['ms_per_frame_min']:.1f}-{s['ms_per_frame_max']:.1f})",
+            f"{s['ms_per_frame_first_24_median']:.1f} / {s['ms_per_frame_last_24_median']:.1f}",
+            f"{s['over_bundled_pocl']:.2f}" if "over_bundled_pocl" in s else "-",
+            *([f"{again[key]['ms_per_frame_median']:.1f} ({again[key]['ms_per_frame_min']:.1f}-"
+               f"{again[key]['ms_per_frame_max']:.1f}), {again[key]['over_bundled_pocl']:.2f}"
+               if "ms_per_frame_median" in again.get(key, {}) else "-"] if repeat else []),
+            f"{e['pile_height_m']:.2f} / {e['pile_height_p95_m']:.2f} / {e['mean_centre_height_m']:.3f} / "
+            f"{e['footprint_radius_m']:.2f}, {100 * e['fraction_at_rest']:.1f} %, {100 * e['deepest_corner_m']:.2f} cm"
+            + ("" if s["end_same_every_round"] else " (differs between rounds)"),
+        ])
+    head = ["driver", "version", "from", "download / installed MB", "kernel build s, cold (cached)",
+            f"ms per frame, median over the {r.get('summary_over', 'all runs')} (lowest-highest)", "first / last 24 frames ms",
+            "over bundled PoCL", *(["repeat run: ms per frame (lowest-highest), over bundled PoCL"] if repeat else []),
+            f"pile at {r['frames'] / 24:g} s: highest corner / p95 / mean centre / footprint m, "
+                                  "at rest, deepest corner"]
+    runs = r["runs"]
+    loads = [run["load_average_before"][0] for run in runs]
+    others = [run["others_cores_during_run"] for run in runs]
+    busy = sum(bool(run.get("busy")) for run in runs)
+    machine_text = (f"{machine(name, r)}, {r['cubes']:,} cubes, {r['frames']} frames a run, "
+                    f"{r.get('rounds_run', r['rounds'])} interleaved rounds at {r['commit']}; other processes took {min(others):.2f}-{max(others):.2f} cores "
+                    f"during the runs (load average {min(loads):.1f}-{max(loads):.1f}), {busy} of {len(runs)} runs "
+                    f"busy (others over {r.get('busy_cores', 0.25)} cores)")
+    text = rows(head, body) + "\n" + source(name, machine_text)
+    if repeat:
+        rr = load(repeat)
+        others = [run["others_cores_during_run"] for run in rr["runs"]]
+        text += "\n" + source(repeat, f"the repeat, right after: {rr.get('rounds_run', rr['rounds'])} rounds, "
+                                       f"{sum(bool(run.get('busy')) for run in rr['runs'])} of {len(rr['runs'])} "
+                                       f"runs busy, medians over the {rr.get('summary_over', 'all runs')}")
+    return text
+
+
 TABLES = {
     "engine_h100": lambda: engine_table("engine_h100.json"),
     "engine_cpu": lambda: engine_table("engine_cpu_2core.json"),
@@ -191,6 +256,8 @@ TABLES = {
     "bake_rebake_clear": lambda: rebake_table("bake_rebake_clear_10k.json"),
     "convert": lambda: convert_table("convert.json"),
     "instances_convert": lambda: instances_convert_table("instances_convert_100k_cpu.json"),
+    "cpu_drivers": lambda: cpu_drivers_table("cpu_drivers_1000_2core.json",
+                                                   "cpu_drivers_1000_2core_repeat2.json"),
     "instances": lambda: instances_table(["instances_100k_cpu.json", "instances_100k_cpu_bpy4.2.json",
                                            "instances_100k_cpu_load9.json"]),
 }
