@@ -63,13 +63,25 @@ def candidates(args) -> dict[str, dict]:
     empty = Path(tempfile.mkdtemp(prefix="prb-no-vendors-"))  # no ICD file: the bundled PoCL alone
     atexit.register(shutil.rmtree, empty, ignore_errors=True)
     venv = {"python": [sys.executable], "chroot": None}
+    # each candidate's drivers alone: the add-on would otherwise add the drivers the venv itself holds
+    # (addon/core/device.py _expose_bundled_drivers) beside the folder given
+    own_vendors_only = {"PRB_OPENCL_VENDORS_EXPOSED": "1"}
     return {
-        "pocl-bundled": {**venv, "env": {"OCL_ICD_VENDORS": str(empty), "PRB_OPENCL_DEVICE": "cpu"},
+        "pocl-bundled": {**venv, "env": {"OCL_ICD_VENDORS": str(empty), "PRB_OPENCL_DEVICE": "cpu",
+                                         **own_vendors_only},
                          "expect": r"Portable Computing Language / OpenCL \S+ PoCL 3\.0",
                          "source": "pip: pocl-binary-distribution 3.0 (pyopencl[pocl])"},
-        "intel": {**venv, "env": {"OCL_ICD_VENDORS": args.intel_vendors, "PRB_OPENCL_DEVICE": "Intel(R) OpenCL"},
-                  "expect": r"^Intel\(R\) OpenCL / ",
+        "intel": {**venv, "env": {"OCL_ICD_VENDORS": args.intel_vendors, "PRB_OPENCL_DEVICE": "Intel(R) OpenCL",
+                                  **own_vendors_only},
+                  "expect": r"^Intel\(R\) OpenCL / ", "vendors": args.intel_vendors, "wheels": args.intel_wheels,
                   "source": "pip: intel-opencl-rt, tbb, intel-cmplr-lib-rt (no root)"},
+        # the release the venv and Get CPU Driver install: 2025 and later need a newer TBB than the one
+        # Blender loads first (requirements-dev.txt)
+        "intel-2024": {**venv, "env": {"OCL_ICD_VENDORS": args.intel_2024_vendors,
+                                       "PRB_OPENCL_DEVICE": "Intel(R) OpenCL", **own_vendors_only},
+                       "expect": r"^Intel\(R\) OpenCL / ", "vendors": args.intel_2024_vendors,
+                       "wheels": args.intel_2024_wheels,
+                       "source": "pip: intel-opencl-rt 2024.2, tbb 2021.13, intel-cmplr-lib-rt 2024.2 (no root)"},
         "pocl-bookworm": {"python": ["python3"], "chroot": args.bookworm,
                           "env": {"OCL_ICD_VENDORS": "/etc/OpenCL/vendors",
                                   "PRB_OPENCL_DEVICE": "Portable Computing Language"},
@@ -148,10 +160,10 @@ def sizes(name: str, candidate: dict, args) -> dict:
         return {"installed_bytes": tree_bytes(*files),
                 "download_bytes": wheels[0].stat().st_size if wheels else None,
                 "what": "pip pocl-binary-distribution (libpocl with LLVM 14 linked in, its kernel libraries)"}
-    if name == "intel":
-        library = Path(next(Path(args.intel_vendors).glob("*.icd")).read_text().strip())
+    if name.startswith("intel"):
+        library = Path(next(Path(candidate["vendors"]).glob("*.icd")).read_text().strip())
         prefix = library.parent.parent
-        wheels = sorted(Path(args.intel_wheels).glob("*.whl"))
+        wheels = sorted(Path(candidate["wheels"]).glob("*.whl"))
         distinct = distinct_files(prefix)
         return {"installed_bytes": tree_bytes(prefix), "download_bytes": sum(w.stat().st_size for w in wheels),
                 "wheels": [w.name for w in wheels], "what": f"pip install --prefix {prefix}",
@@ -390,10 +402,14 @@ def main(argv=None):
     parser.add_argument("--wait-quiet", type=float, default=60.0,
                         help="before each run, wait up to this many seconds for other processes to go quiet")
     parser.add_argument("--candidate", action="append", default=None,
-                        help="run only these (pocl-bundled, intel, pocl-bookworm, pocl-trixie); default all")
+                        help="run only these (pocl-bundled, intel, intel-2024, pocl-bookworm, pocl-trixie); "
+                             "default all")
     parser.add_argument("--intel-vendors", default="/tmp/intel/vendors",
                         help="a folder whose .icd file names intel-opencl-rt's libintelocl.so")
     parser.add_argument("--intel-wheels", default="/tmp/intel", help="the folder of intel-opencl-rt's wheels")
+    parser.add_argument("--intel-2024-vendors", default="/tmp/iold/vendors",
+                        help="as --intel-vendors, for intel-opencl-rt 2024.2 (the release the add-on installs)")
+    parser.add_argument("--intel-2024-wheels", default="/tmp/iold/wheels")
     parser.add_argument("--no-sizes", action="store_true", help="skip measuring what each driver weighs")
     parser.add_argument("--bookworm", default="/opt/prb-bookworm-pocl")
     parser.add_argument("--trixie", default="/opt/prb-trixie-pocl")

@@ -526,7 +526,10 @@ def choose_device(selector: str | None = None, *, announce: bool = True) -> Devi
     selector = (selector or os.environ.get(ENV_VARIABLE) or "auto").strip()
     key = selector.lower()
     if key not in ("auto", "gpu", "cpu"):
+        # a platform's name before a device's: "intel" is Intel's runtime, though PoCL names its CPU
+        # device after the processor ("pthread-Intel(R) Xeon(R) ...")
         matches = ([d for d in found if key == d.selector]
+                   or [d for d in found if key in d.platform_name.lower()]
                    or [d for d in found if key in f"{d.platform_name} / {d.device_name}".lower()])
         chosen = next((d for d in matches if d.problem is None), matches[0] if matches else None)
         if chosen is not None and chosen.problem:

@@ -258,3 +258,17 @@ def test_the_watchdog_flag_is_read_from_nvidias_query_and_assumed_when_unreadabl
     assert device._kernel_timeout(cl, SimpleNamespace(kernel_exec_timeout_nv=0), nvidia) is False
     assert device._kernel_timeout(cl, Unreadable(), nvidia) is True
     assert device._kernel_timeout(cl, Unreadable(), set()) is False  # not NVIDIA: no such watchdog query
+
+
+def test_a_selector_matches_a_platforms_name_before_a_devices(monkeypatch):
+    """PoCL names its CPU device after the processor ("pthread-Intel(R) Xeon(R) ..."), so "intel" must
+    mean Intel's runtime wherever it is listed."""
+    pocl = SimpleNamespace(name="Portable Computing Language", version="OpenCL 3.0 PoCL 3.0",
+                           get_devices=lambda: [_fake_device("pthread-Intel(R) Xeon(R) Processor", "OpenCL C 1.2 ", gpu=False)])
+    intel = SimpleNamespace(name="Intel(R) OpenCL", version="OpenCL 3.0 LINUX",
+                            get_devices=lambda: [_fake_device("Intel(R) Xeon(R) Processor", "OpenCL C 3.0 ", gpu=False)])
+    monkeypatch.setattr(cl, "get_platforms", lambda: [pocl, intel])
+    monkeypatch.setattr(device, "probe_device", lambda info: None)
+    assert device.choose_device("intel").platform_name == "Intel(R) OpenCL"
+    assert device.choose_device("xeon").platform_name == "Portable Computing Language"  # the first listed
+    assert device.choose_device("portable").platform_name == "Portable Computing Language"
