@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 import zipfile
 from dataclasses import dataclass
@@ -199,7 +200,9 @@ def _release_file(base: str, wheel: Wheel, timeout: float) -> _File:
             raise FetchError(f"{url} lists no manylinux x86-64 wheel of {wheel.name} {wheel.version}")
         entry = files[0]
         try:
-            found = _File(wheel, entry["filename"], entry["url"], int(entry["size"]), entry["digests"]["sha256"])
+            # a mirror may list the file relative to the page, as the simple API allows
+            found = _File(wheel, entry["filename"], urllib.parse.urljoin(url, entry["url"]), int(entry["size"]),
+                          entry["digests"]["sha256"])
         except (KeyError, TypeError, ValueError) as exc:
             raise FetchError(f"{url}: a file entry without its {exc}") from exc
         if found.sha256.lower() != wheel.sha256.lower():
@@ -358,6 +361,7 @@ def fetch(folder=None, *, base_url: str | None = None, wheels=WHEELS, progress: 
                                  f"{2.5 * total / 1e6:,.0f} MB while it is installed")
             staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-partial-", dir=target.parent))
             try:
+                staging.chmod(0o755)  # mkdtemp's 0700 would hide a shared install (a render farm's) from others
                 done = 0
                 if progress is not None:
                     progress(0, total)

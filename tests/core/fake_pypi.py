@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import posixpath
 import threading
 import zipfile
 from dataclasses import replace
@@ -61,14 +62,16 @@ class FakeIndex:
     """The server: ``base`` to give fetch(), ``wheels`` (cpu_driver.WHEELS with these files' hashes),
     ``requests`` (the paths asked for, in order). Change ``files`` (path -> bytes) or ``listed``
     (name -> the JSON entries) to serve something else; ``per_release_route`` False answers only the
-    project route, as an index without PyPI's per-release route would; ``cut_after`` sends only that
-    many bytes of each wheel and closes the connection."""
+    project route, as an index without PyPI's per-release route would; ``relative_urls`` lists the
+    files relative to the page, as a mirror may; ``cut_after`` sends only that many bytes of each
+    wheel and closes the connection."""
 
     def __init__(self):
         self.files: dict[str, bytes] = {}
         self.listed: dict[str, list] = {}
         self.requests: list[str] = []
         self.per_release_route = True
+        self.relative_urls = False
         self.cut_after: int | None = None
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -100,15 +103,21 @@ class FakeIndex:
             def log_message(self, *args):
                 pass
 
+            def _entries(self, entries):
+                if entries is None or not index.relative_urls:
+                    return entries
+                page = posixpath.dirname(self.path)
+                return [dict(e, url=posixpath.relpath(e["url"].removeprefix(index.base), page)) for e in entries]
+
             def do_GET(self):
                 index.requests.append(self.path)
                 parts = self.path.strip("/").split("/")
                 body = None
                 if parts[0] == "pypi" and len(parts) == 4 and parts[3] == "json" and index.per_release_route:
-                    entries = index.listed.get(f"{parts[1]}/{parts[2]}")
+                    entries = self._entries(index.listed.get(f"{parts[1]}/{parts[2]}"))
                     body = json.dumps({"urls": entries}).encode() if entries is not None else None
                 elif parts[0] == "pypi" and len(parts) == 3 and parts[2] == "json":
-                    releases = {key.split("/")[1]: entries for key, entries in index.listed.items()
+                    releases = {key.split("/")[1]: self._entries(entries) for key, entries in index.listed.items()
                                 if key.split("/")[0] == parts[1]}
                     body = json.dumps({"releases": releases, "urls": []}).encode() if releases else None
                 elif self.path in index.files:

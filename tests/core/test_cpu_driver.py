@@ -60,6 +60,7 @@ def test_fetch_unpacks_what_the_runtime_needs_and_device_finds_it(index, folder)
     assert os.access(lib / "libintelocl.so.2026.22.10.0", os.X_OK)  # the wheel's file mode
     assert (folder / "licensing" / "intel-opencl-rt" / "EULA.txt").read_bytes() == EULA
     assert sorted(p.name for p in folder.iterdir()) == ["installed.json", "lib", "licensing"]
+    assert folder.stat().st_mode & 0o777 == 0o755
     assert beside(folder) == []  # the wheels and the temporary folder are gone
     # progress: bytes done of all three wheels, rising to the total the index lists
     total = index.download_size()
@@ -107,6 +108,13 @@ def test_an_index_without_the_per_release_route_is_read_through_the_project_rout
     index.per_release_route = False
     cpu_driver.fetch(base_url=index.base, wheels=index.wheels)
     assert "/pypi/intel-opencl-rt/json" in index.requests
+    assert intel_drivers() == [folder / "lib" / "libintelocl.so"]
+
+
+@pytest.mark.parametrize("per_release_route", [True, False])
+def test_files_listed_relative_to_the_page_are_found(index, folder, per_release_route):
+    index.relative_urls, index.per_release_route = True, per_release_route
+    cpu_driver.fetch(base_url=index.base, wheels=index.wheels)
     assert intel_drivers() == [folder / "lib" / "libintelocl.so"]
 
 
