@@ -125,6 +125,12 @@ def installed(folder=None) -> dict | None:
     return marker
 
 
+def up_to_date(folder=None) -> dict | None:
+    """The marker when the pinned wheels (WHEELS) are what is installed in ``folder``, else None."""
+    marker = installed(folder)
+    return marker if marker is not None and _same_wheels(marker, WHEELS) else None
+
+
 def found_library() -> Path | None:
     """Intel's runtime library as device.py finds it (pip's copy in this Python's prefix first, else
     the fetched one), or None."""
@@ -294,12 +300,15 @@ def _copy_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, into: Path, ca
 def _locked(target: Path):
     """One fetch or removal at a time per target, across processes (two Blenders, Blender and the
     command line). Under it, what an interrupted fetch left beside the target is removed."""
-    import fcntl
-
+    try:
+        import fcntl
+    except ImportError:  # Windows: never installed there, but remove() may look
+        fcntl = None
     target.parent.mkdir(parents=True, exist_ok=True)
     with open(target.parent / f".{target.name}.lock", "w") as lock:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             raise FetchError(f"another fetch or removal of the CPU driver in {target} is running") from exc
         for leftover in target.parent.glob(f".{glob.escape(target.name)}-*"):
@@ -335,15 +344,17 @@ def _put_in_place(staging: Path, target: Path) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def fetch(folder=None, *, base_url: str | None = None, wheels=WHEELS, progress: Progress | None = None,
+def fetch(folder=None, *, base_url: str | None = None, wheels=None, progress: Progress | None = None,
           cancel=None, timeout: float = TIMEOUT) -> dict:
     """Download, check and install the runtime into ``folder`` (default device.fetched_driver_folder());
-    the marker of what is installed. Nothing is done when the same wheels are installed there.
+    the marker of what is installed. Nothing is done when the same wheels (default WHEELS) are
+    installed there.
     ``progress(bytes done, bytes in all)`` is called as the wheels arrive; ``cancel`` (a
     threading.Event) stops it. Raises FetchError (Cancelled) with nothing installed or changed."""
     reason = unsupported_reason()
     if reason:
         raise FetchError(reason)
+    wheels = WHEELS if wheels is None else wheels
     target = target_folder(folder)
     current = installed(target)
     if current is not None and _same_wheels(current, wheels):

@@ -78,11 +78,15 @@ def test_fetch_unpacks_what_the_runtime_needs_and_device_finds_it(index, folder)
     assert cpu_driver.describe(marker) == f"Intel's CPU OpenCL runtime 2026.2.0 in {folder / 'lib'}"
 
 
-def test_a_second_fetch_of_the_same_wheels_does_nothing(index, folder):
+def test_a_second_fetch_of_the_same_wheels_does_nothing(index, folder, monkeypatch):
     first = cpu_driver.fetch(base_url=index.base, wheels=index.wheels)
+    assert cpu_driver.up_to_date() is None  # not the pinned wheels
+    monkeypatch.setattr(cpu_driver, "WHEELS", index.wheels)
+    assert cpu_driver.up_to_date() == first
     inode = (folder / "lib").stat().st_ino
     asked = len(index.requests)
     assert cpu_driver.fetch(base_url=index.base, wheels=index.wheels) == first
+    assert cpu_driver.fetch(base_url=index.base) == first  # WHEELS by default
     assert len(index.requests) == asked  # not even the index
     assert (folder / "lib").stat().st_ino == inode
 
