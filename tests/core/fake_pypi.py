@@ -64,7 +64,7 @@ class FakeIndex:
     (name -> the JSON entries) to serve something else; ``per_release_route`` False answers only the
     project route, as an index without PyPI's per-release route would; ``relative_urls`` lists the
     files relative to the page, as a mirror may; ``cut_after`` sends only that many bytes of each
-    wheel and closes the connection."""
+    wheel and closes the connection; ``hold`` cleared keeps each wheel waiting until it is set."""
 
     def __init__(self):
         self.files: dict[str, bytes] = {}
@@ -72,6 +72,8 @@ class FakeIndex:
         self.requests: list[str] = []
         self.per_release_route = True
         self.relative_urls = False
+        self.hold = threading.Event()  # cleared: each wheel waits until it is set again (a slow download)
+        self.hold.set()
         self.cut_after: int | None = None
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.base = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -121,6 +123,7 @@ class FakeIndex:
                                 if key.split("/")[0] == parts[1]}
                     body = json.dumps({"releases": releases, "urls": []}).encode() if releases else None
                 elif self.path in index.files:
+                    index.hold.wait(10)
                     body = index.files[self.path]
                     if index.cut_after is not None:
                         self.send_response(200)
@@ -139,7 +142,12 @@ class FakeIndex:
 
         return Handler
 
+    def wheel_specs(self) -> list[dict]:
+        """``wheels`` as JSON, for a process that sets cpu_driver.WHEELS to them."""
+        return [dict(vars(w), keep=list(w.keep), leave_out=list(w.leave_out)) for w in self.wheels]
+
     def close(self):
+        self.hold.set()
         self.server.shutdown()
         self.server.server_close()
         self.thread.join()
