@@ -1,8 +1,12 @@
-"""Get CPU Driver in Blender, against a fake PyPI on 127.0.0.1 (tests/core/fake_pypi.py): the
-operator (its download thread and modal timer, Esc, Allow Online Access off), the Preferences box in
-each state and the sidebar's pointer to it when no device runs the kernels."""
+"""Get CPU Driver in Blender and on the command line, against a fake PyPI on 127.0.0.1
+(tests/core/fake_pypi.py): `blender --command particle_bodies get-cpu-driver` and the script's
+--get-cpu-driver (exit status, progress lines, one error line), the operator (its download thread
+and modal timer, Esc, Allow Online Access off), the Preferences box in each state and the sidebar's
+pointer to it when no device runs the kernels."""
 from __future__ import annotations
 
+import json
+import socket
 import sys
 import threading
 import time
@@ -11,6 +15,7 @@ import pytest
 
 from prb_helpers import StrictLayout, bpy, draw_panel
 from test_bake_paths import _Delegate, _Event, _WindowContext
+from test_register_cli import run_python
 
 from addon.blender import cpu_driver as driver_ui
 from addon.blender import panels, preferences, properties
@@ -23,6 +28,170 @@ def index():
     served = FakeIndex()
     yield served
     served.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        return unused.getsockname()[1]
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+# Runs each case through the real entry points in this one process, with the fake wheels' hashes
+# pinned instead of PyPI's; before each case it asks the server for /case/<name>, so that the
+# server's log tells which requests each case made.
+DRIVER = """
+    import contextlib, io, json, os, sys, urllib.request
+    import bpy
+    cases = json.loads(sys.argv[1])
+    sys.argv = ["python"]
+    from addon import cli
+    from addon.blender import cpu_driver as driver_ui
+    from addon.core import cpu_driver
+    results = {}
+    for name, case in cases.items():
+        cpu_driver.WHEELS = tuple(cpu_driver.Wheel(**dict(w, keep=tuple(w["keep"]), leave_out=tuple(w["leave_out"])))
+                                  for w in case["wheels"])
+        os.environ.update(PRB_PYPI_URL=case["url"], PRB_CPU_DRIVER_FOLDER=case["folder"])
+        cli.INSIDE_BLENDER = case.get("inside_blender", False)
+        driver_ui.online_access = lambda: case.get("online", True)
+        with contextlib.suppress(OSError):
+            urllib.request.urlopen(case["url"] + "/case/" + name.replace(" ", "-"), timeout=5)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            if case["entry"] == "command":
+                code = cli.command(case["argv"])
+            else:
+                try:
+                    cli.main(case["argv"])
+                    code = 0
+                except SystemExit as exc:
+                    code = exc.code
+        results[name] = dict(code=code, stdout=out.getvalue(), stderr=err.getvalue())
+    print("RESULTS" + json.dumps(results))
+"""
+
+
+@pytest.fixture(scope="module")
+def cli_runs(tmp_path_factory):
+    """{case: (exit code, stdout, stderr, the requests it made)}, and the folders they used."""
+    folders = {k: tmp_path_factory.mktemp("cli-driver") / "cpu-driver" for k in ("command", "script", "bad", "off")}
+    good, bad = FakeIndex(), FakeIndex()
+    try:
+        tbb = f"/files/{bad.listed['tbb/2023.2.0'][1]['filename']}"
+        bad.files[tbb] = bad.files[tbb][:-1] + bytes([bad.files[tbb][-1] ^ 1])  # same size, other bytes
+        at = dict(url=good.base, wheels=good.wheel_specs())
+        cases = {
+            "fetch": dict(at, entry="command", argv=["get-cpu-driver"], folder=str(folders["command"])),
+            "again": dict(at, entry="command", argv=["get-cpu-driver"], folder=str(folders["command"])),
+            "remove": dict(at, entry="command", argv=["get-cpu-driver", "--remove"], folder=str(folders["command"])),
+            "remove again": dict(at, entry="command", argv=["get-cpu-driver", "--remove"],
+                                 folder=str(folders["command"])),
+            "script": dict(at, entry="main", argv=["python", "--get-cpu-driver"], folder=str(folders["script"])),
+            "script remove": dict(at, entry="main", argv=["python", "--remove-cpu-driver"],
+                                  folder=str(folders["script"])),
+            "bad hash": dict(url=bad.base, wheels=bad.wheel_specs(), entry="command", argv=["get-cpu-driver"],
+                             folder=str(folders["bad"])),
+            "bad hash verbose": dict(url=bad.base, wheels=bad.wheel_specs(), entry="command",
+                                     argv=["get-cpu-driver", "--verbose"], folder=str(folders["bad"])),
+            "unreachable": dict(url=f"http://127.0.0.1:{_closed_port()}", wheels=good.wheel_specs(),
+                                entry="command", argv=["get-cpu-driver"], folder=str(folders["bad"])),
+            "offline in Blender": dict(at, entry="command", argv=["get-cpu-driver"], folder=str(folders["off"]),
+                                       inside_blender=True, online=False),
+            "online in Blender": dict(at, entry="command", argv=["get-cpu-driver"], folder=str(folders["off"]),
+                                      inside_blender=True, online=True),
+            "help": dict(at, entry="command", argv=["--help"], folder=str(folders["off"])),
+        }
+        proc = run_python(DRIVER, json.dumps(cases))
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        results = json.loads(proc.stdout.split("RESULTS", 1)[1])
+        requests = {}
+        for log in (good.requests, bad.requests):
+            name = None
+            for path in log:
+                if path.startswith("/case/"):
+                    name = path.removeprefix("/case/").replace("-", " ")
+                    requests.setdefault(name, [])
+                else:
+                    requests[name].append(path)
+        return {name: (r["code"], r["stdout"], r["stderr"], requests.get(name, [])) for name, r in results.items()}, \
+            folders, good
+    finally:
+        good.close()
+        bad.close()
+
+
+def test_the_command_fetches_with_progress_lines_and_exits_0(cli_runs):
+    runs, folders, good = cli_runs
+    code, out, err, asked = runs["fetch"]
+    assert code == 0 and err == "", err
+    lines = out.splitlines()
+    assert lines[0].startswith("PRB: Downloads Intel's CPU OpenCL runtime (about 273 MB, under Intel's licence) "
+                               f"from PyPI into {folders['command']}")
+    progress = [line for line in lines if line.startswith("PRB: downloaded ")]
+    total = good.download_size() / 1e6
+    assert progress[0] == f"PRB: downloaded 0 of {total:,.0f} MB (0%)"
+    assert progress[-1] == f"PRB: downloaded {total:,.0f} of {total:,.0f} MB (100%)"
+    assert lines[-1] == (f"PRB: installed Intel's CPU OpenCL runtime 2026.2.0 in {folders['command'] / 'lib'}; "
+                         f"Blender and the command line use it from their next start")
+    assert sum(p.startswith("/files/") for p in asked) == 3
+
+
+def test_a_second_run_says_it_is_installed_without_going_online(cli_runs):
+    code, out, err, asked = cli_runs[0]["again"]
+    assert code == 0 and err == "" and asked == []
+    assert out.splitlines()[-1].startswith("PRB: already installed: Intel's CPU OpenCL runtime 2026.2.0 in ")
+
+
+def test_remove_deletes_it_and_says_so(cli_runs):
+    runs, folders, _ = cli_runs
+    assert runs["remove"][:3] == (0, f"PRB: removed Intel's CPU OpenCL runtime from {folders['command']}\n", "")
+    assert runs["remove again"][:3] == (0, f"PRB: no CPU driver was installed in {folders['command']}\n", "")
+    assert not folders["command"].exists()
+
+
+def test_the_script_route_fetches_and_removes_too(cli_runs):
+    runs, folders, _ = cli_runs
+    code, out, err, asked = runs["script"]
+    assert code == 0 and err == "" and "PRB: installed Intel's CPU OpenCL runtime 2026.2.0" in out
+    assert sum(p.startswith("/files/") for p in asked) == 3
+    assert runs["script remove"][:3] == (0, f"PRB: removed Intel's CPU OpenCL runtime from {folders['script']}\n", "")
+    assert not folders["script"].exists()
+
+
+def test_a_bad_hash_is_one_error_line_and_nothing_installed(cli_runs):
+    runs, folders, _ = cli_runs
+    code, out, err, _ = runs["bad hash"]
+    assert code == 1 and "Traceback" not in err
+    assert err.splitlines() == [err.strip()]  # one line
+    assert err.startswith("error: tbb-2023.2.0-py2.py3-none-manylinux_2_28_x86_64.whl: its SHA-256 is ")
+    assert "not the expected" in err and "refused" in err
+    assert not folders["bad"].exists()
+    code, _, err, _ = runs["bad hash verbose"]
+    assert code == 1 and "Traceback" in err and err.splitlines()[-1].startswith("error: tbb-")
+
+
+def test_an_unreachable_index_is_one_error_line(cli_runs):
+    code, out, err, _ = cli_runs[0]["unreachable"]
+    assert code == 1 and "Traceback" not in err and len(err.splitlines()) == 1
+    assert err.startswith("error: cannot reach http://127.0.0.1:"), err
+
+
+def test_inside_blender_the_command_respects_allow_online_access(cli_runs):
+    runs, folders, _ = cli_runs
+    code, out, err, asked = runs["offline in Blender"]
+    assert (code, asked) == (1, [])
+    assert err.strip() == ("error: online access is off in Blender's Preferences: allow it in Preferences > "
+                           "System > Network (Allow Online Access), or run blender --online-mode --command "
+                           "particle_bodies get-cpu-driver")
+    code, out, err, asked = runs["online in Blender"]
+    assert code == 0 and "PRB: installed" in out
+
+
+def test_the_command_help_lists_get_cpu_driver(cli_runs):
+    code, out, _, _ = cli_runs[0]["help"]
+    assert code == 0 and "get-cpu-driver download Intel's CPU OpenCL runtime (about 273 MB" in " ".join(out.split())
 
 
 # -- the operator, the Preferences box and the sidebar --------------------------------------------
