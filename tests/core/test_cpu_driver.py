@@ -226,3 +226,12 @@ def test_only_linux_on_x86_64_is_offered(index, folder, monkeypatch):
     monkeypatch.setattr(cpu_driver.platform_module, "machine", lambda: "aarch64")
     _refused(folder, "x86-64 CPUs only", lambda: cpu_driver.fetch(base_url=index.base, wheels=index.wheels))
     assert index.requests == []
+
+
+def test_the_hint_names_both_pip_packages_the_library_needs(monkeypatch):
+    """intel-opencl-rt does not declare intel-cmplr-lib-rt, whose libimf.so, libsvml.so, libirng.so and
+    libintlc.so.5 libintelocl.so loads: pip installing the first alone leaves a library that fails to load."""
+    monkeypatch.setattr(device.sys, "platform", "linux")
+    hint = device.cpu_driver_hint()
+    assert "pip install intel-opencl-rt intel-cmplr-lib-rt" in hint
+    assert "Get CPU Driver" in hint and "get-cpu-driver" in hint
