@@ -369,7 +369,7 @@ def fetch(folder=None, *, base_url: str | None = None, wheels=None, progress: Pr
             free = shutil.disk_usage(target.parent).free
             if free < 2.5 * total:  # the wheels and what is unpacked from them (about 1.4 times as much)
                 raise FetchError(f"{target.parent} has {free / 1e6:,.0f} MB free; the driver needs about "
-                                 f"{2.5 * total / 1e6:,.0f} MB while it is installed")
+                                 f"{2.5 * total / 1e6:,.0f} MB while installing")
             staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-partial-", dir=target.parent))
             try:
                 staging.chmod(0o755)  # mkdtemp's 0700 would hide a shared install (a render farm's) from others
