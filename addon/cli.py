@@ -4,6 +4,13 @@
     blender --background scene.blend --python-exit-code 1 --python addon/cli.py -- [options]
     python addon/cli.py --scene scene.blend [options]                        (with the bpy module)
 
+    blender --command particle_bodies get-cpu-driver [--remove]             (Linux x86-64)
+    python addon/cli.py --get-cpu-driver | --remove-cpu-driver
+
+get-cpu-driver downloads Intel's CPU OpenCL runtime from PyPI into the user's data folder
+(addon/core/cpu_driver.py), for CPUs the bundled PoCL cannot compile for: progress lines on stdout,
+exit status 0 once it is installed (or already was).
+
 Dynamic bodies: --objects A,B or --collection NAME; by default the objects whose role is Dynamic
 Body, else the selection saved in the file. Static colliders: objects whose role is Static Collider
 plus --colliders A,B. Settings not given on the command line come from the scene's add-on settings
@@ -124,16 +131,32 @@ def add_bake_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--verbose", action="store_true", help="print the traceback of an error")
 
 
+GET_CPU_DRIVER = "get-cpu-driver"
+
+
+def _cpu_driver_help() -> str:
+    from .core.cpu_driver import DOWNLOAD_SIZE_TEXT, RUNTIME_NAME
+
+    return (f"download {RUNTIME_NAME} ({DOWNLOAD_SIZE_TEXT}, under Intel's licence) from PyPI, for CPUs the "
+            f"bundled PoCL cannot compile for (Linux x86-64)")
+
+
 def script_parser() -> argparse.ArgumentParser:
     prog = ("blender --background scene.blend --python-exit-code 1 --python addon/cli.py --" if INSIDE_BLENDER
             else "addon/cli.py")
     p = _ArgumentParser(prog=prog, description="Simulate objects of a .blend as particle rigid bodies and bake "
                                                "them to keyframes.")
     add_bake_arguments(p)
+    driver = p.add_mutually_exclusive_group()
+    driver.add_argument("--get-cpu-driver", action="store_true", help=f"instead of baking: {_cpu_driver_help()}")
+    driver.add_argument("--remove-cpu-driver", action="store_true",
+                        help="instead of baking: delete the CPU driver --get-cpu-driver installed")
     return p
 
 
 def command_parser() -> argparse.ArgumentParser:
+    from .core.device import fetched_driver_folder
+
     p = _ArgumentParser(prog=f"blender --command {COMMAND}",
                         description="Particle Rigid Bodies from the command line (the installed extension).")
     actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -141,6 +164,14 @@ def command_parser() -> argparse.ArgumentParser:
                               description="Simulate objects of a .blend as particle rigid bodies and bake them "
                                           "to keyframes; the result goes to --output.")
     add_bake_arguments(bake)
+    text = _cpu_driver_help()
+    driver = actions.add_parser(GET_CPU_DRIVER, help=text,
+                                description=f"{text[0].upper()}{text[1:]}, into "
+                                            f"{fetched_driver_folder()} (PRB_CPU_DRIVER_FOLDER overrides; "
+                                            f"PRB_PYPI_URL names another index). Blender and the command line "
+                                            f"use it from their next start.")
+    driver.add_argument("--remove", action="store_true", help="delete the driver it installed instead")
+    driver.add_argument("--verbose", action="store_true", help="print the traceback of an error")
     return p
 
 
@@ -287,6 +318,53 @@ def bake(args) -> int:
             blender.unregister()
 
 
+class _DownloadPrinter:
+    """Progress of the download as lines on stdout: one every tenth of the bytes."""
+
+    def __init__(self):
+        self.shown = -1
+
+    def __call__(self, done: int, total: int) -> None:
+        tenth = 10 * done // max(total, 1)
+        if tenth > self.shown:
+            self.shown = tenth
+            print(f"PRB: downloaded {done / 1e6:,.0f} of {total / 1e6:,.0f} MB ({100 * done // max(total, 1)}%)",
+                  flush=True)
+
+
+def get_cpu_driver(args) -> int:
+    """Fetch (or with --remove delete) Intel's CPU OpenCL runtime; raises CliError on failure."""
+    from .core import cpu_driver
+
+    reason = cpu_driver.unsupported_reason()
+    if reason:
+        raise CliError(reason)
+    folder = cpu_driver.target_folder()
+    try:
+        if getattr(args, "remove", False) or getattr(args, "remove_cpu_driver", False):
+            removed = cpu_driver.remove()
+            print(f"PRB: removed {cpu_driver.RUNTIME_NAME} from {folder}" if removed
+                  else f"PRB: no CPU driver was installed in {folder}", flush=True)
+            return 0
+        current = cpu_driver.up_to_date()
+        if current is not None:
+            print(f"PRB: already installed: {cpu_driver.describe(current)}", flush=True)
+            return 0
+        if INSIDE_BLENDER:  # the Blender binary's Allow Online Access; the bpy module has no such setting
+            from .blender.cpu_driver import online_access_problem
+
+            problem = online_access_problem(command_line=True)
+            if problem:
+                raise CliError(problem)
+        print(f"PRB: {cpu_driver.offer_text()} Licence: {cpu_driver.LICENSE_URL}", flush=True)
+        marker = cpu_driver.fetch(progress=_DownloadPrinter())
+    except cpu_driver.FetchError as exc:
+        raise CliError(str(exc)) from exc
+    print(f"PRB: installed {cpu_driver.describe(marker)}; Blender and the command line use it from their "
+          f"next start", flush=True)
+    return 0
+
+
 def error_line(exc: BaseException) -> str:
     """The one line a render farm's log shows for a failure."""
     if isinstance(exc, CliError):
@@ -313,14 +391,20 @@ def _report(exc: BaseException, verbose: bool) -> int:
 
 
 def _run_guarded(parse, argv) -> int:
-    """Parse and bake; every failure becomes one line on stderr and a non-zero status."""
+    """Parse and bake (or get the CPU driver); every failure becomes one line on stderr and a non-zero
+    status."""
     verbose = "--verbose" in argv
     try:
         try:
             args = parse(argv)
         except SystemExit as exc:  # --help
             return exc.code if isinstance(exc.code, int) else 0
-        if getattr(args, "action", "bake") != "bake":
+        if getattr(args, "get_cpu_driver", False) or getattr(args, "remove_cpu_driver", False):
+            return get_cpu_driver(args)
+        action = getattr(args, "action", "bake")
+        if action == GET_CPU_DRIVER:
+            return get_cpu_driver(args)
+        if action != "bake":
             raise UsageError(f"unknown action {args.action!r}")
         return bake(args)
     except KeyboardInterrupt:
@@ -337,7 +421,7 @@ def command(argv) -> int:
     """`blender --command particle_bodies ...` (registered by the add-on; Blender passes the arguments)."""
     def parse(argv):
         args = command_parser().parse_args(argv)
-        if not args.scene:  # Blender has no file open when it runs a command
+        if args.action == "bake" and not args.scene:  # Blender has no file open when it runs a command
             raise UsageError("give --scene FILE.blend")
         return args
 

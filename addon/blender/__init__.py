@@ -10,8 +10,8 @@ import importlib
 
 import bpy
 
-_MODULE_NAMES = ("properties", "operators", "bake_instances", "instancers", "preview", "panels", "command",
-                 "preferences")
+_MODULE_NAMES = ("properties", "operators", "cpu_driver", "bake_instances", "instancers", "preview", "panels",
+                 "command", "preferences")
 _registered: list = []  # (module, classes) actually registered, in order
 
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import bpy
 
-from . import bake, bake_instances, instancers, properties
+from . import bake, bake_instances, cpu_driver, instancers, properties
 from ..core.contact_geometry import CONTACT_GEOMETRY
 from ..core.settings import ROLE_IGNORED, ROLE_STATIC
 from .job import BakeError, BakeOptions, estimate, format_bytes, manual_stiffness, pick_objects, transform_problem
-from .preferences import wrap_width
+from .preferences import ADDON_MODULE, wrap_width
 
 CATEGORY = "Particle Bodies"
 REFRESH_DELAY = 0.5  # s without depsgraph updates (an object being dragged) before the estimate is redone
@@ -174,6 +174,11 @@ class PRB_PT_main(bpy.types.Panel):
                 col.label(text=line)
         else:
             col.label(text=f"Device: {properties.device_label(scene.prb_settings.device)}", icon="DESKTOP")
+        if (problem or properties.automatic_device() is None) and cpu_driver.needed():
+            # PoCL lists a CPU it cannot compile for (AMD Zen 5, Intel's newest): Intel's runtime can
+            col.label(text="A CPU driver that knows this CPU: Get CPU Driver in the add-on's Preferences",
+                      icon="INFO")
+            col.operator("preferences.addon_show", text="Get CPU Driver...", icon="PREFERENCES").module = ADDON_MODULE
         bake_instances.draw_bake_to(layout.column(), scene, summary.bodies, summary.instancers)
         if summary.baked:
             col.label(text=f"{summary.baked} object{'s' if summary.baked != 1 else ''} baked", icon="KEYFRAME")

@@ -1,5 +1,5 @@
-"""The add-on's page in Preferences (what it needs and whether it has it, how to bake from the
-command line), and the sidebar panel shown instead of the add-on when numpy is missing. Imports
+"""The add-on's page in Preferences (what it needs and whether it has it, Intel's CPU OpenCL runtime
+on Linux, how to bake from the command line), and the sidebar panel shown instead of the add-on when numpy is missing. Imports
 neither numpy nor the core: it must work when they do not."""
 from __future__ import annotations
 
@@ -65,6 +65,10 @@ class PRB_AP_preferences(bpy.types.AddonPreferences):
             for identifier, label, _ in properties.device_items(None, context)[1:]:
                 box.label(text=f"OpenCL device {identifier}: {label}", icon="CHECKMARK")
             box.operator("prb.refresh_devices", icon="FILE_REFRESH")
+        if dependencies.numpy_problem() is None:  # the core, and so the driver's fetch, needs numpy
+            from . import cpu_driver
+
+            cpu_driver.draw_box(layout, wrap_width(context, 100))
         box = layout.box()
         box.label(text="Bake from the command line (render nodes)", icon="CONSOLE")
         col = box.column(align=True)

@@ -130,6 +130,13 @@ def opencl_problem() -> str | None:
     return _device_state["problem"]
 
 
+def automatic_device() -> str | None:
+    """The label of the device Automatic picks; None when none runs the kernels (no device listed,
+    or each one's probe kernel failed: a CPU its driver cannot compile for)."""
+    device_items(None, None)
+    return _device_state["auto"]
+
+
 def device_label(selector: str) -> str:
     """Label of the chosen device for the summary line ('AUTO': the device auto picks)."""
     items = device_items(None, None)

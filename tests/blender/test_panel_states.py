@@ -13,7 +13,7 @@ import pytest
 from prb_helpers import Drawn, StrictLayout, add_cube, bpy, draw_panel, fresh_scene
 
 import addon.blender as blender  # noqa: E402
-from addon.blender import bake_instances, operators, panels, preferences, properties  # noqa: E402
+from addon.blender import bake_instances, cpu_driver, operators, panels, preferences, properties  # noqa: E402
 from addon.core import device as core_device  # noqa: E402
 from addon.core.contact_geometry import CONTACT_GEOMETRIES, CONTACT_GEOMETRY  # noqa: E402
 from test_bake_paths import _Event, _operator, _WindowContext  # noqa: E402
@@ -113,6 +113,7 @@ def states(registered, tmp_path_factory):
 
         with pytest.MonkeyPatch.context() as no_device:
             no_device.setattr(core_device, "list_devices", no_platform)
+            no_device.setattr(cpu_driver, "needed", lambda: True)  # Intel's runtime neither fetched nor pip's
             properties.refresh_devices()
             drawn = Drawn()
             out["no OpenCL device"] = draw_all(drawn), drawn
@@ -157,6 +158,7 @@ def test_every_panel_draws_in_every_bake_state(states, state):
                                                                                         "instance cache"))
     assert ("cache file missing, bake again" in text) == (state == "instance cache missing"), text
     assert ("No OpenCL device: see the tooltip of Device" in text) == (state == "no OpenCL device"), text
+    assert ("preferences.addon_show" in drawn.operators) == (state == "no OpenCL device")  # to Get CPU Driver
     assert "prb.simulate_bake" in drawn.operators
 
 
