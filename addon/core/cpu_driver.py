@@ -69,18 +69,21 @@ class Wheel:
 
 # The SHA-256 of each manylinux x86-64 wheel as PyPI lists it: a file on PyPI never changes under its
 # name, so a different one (a compromised mirror or index) is refused before anything is unpacked.
+# The 2024.2 release: the 2025 and 2026 ones call oneTBB 2022's get_thread_reference_vertex, which
+# the TBB 2021.13 that Blender loads first lacks, so they fail to load inside Blender.
 WHEELS = (
     # its libOpenCL.so* is a loader (pyopencl and Blender bring their own); the gdb script is for debugging
-    Wheel("intel-opencl-rt", "2026.2.0", "6b6215a420598b4999ee01caca6d5cbe106aa4155c46c52377619c5aafce9f67",
+    Wheel("intel-opencl-rt", "2024.2.1", "196e8880856b5d7a1f820d1d4eb9ee8d949b39f5c9f0377ca91d33dead64d30d",
           leave_out=("libOpenCL.so*", "*-gdb.py")),
-    # `readelf -d libintelocl.so` (and libcommon_clang.so): NEEDED libimf.so, libsvml.so, libirng.so, libintlc.so.5
-    Wheel("intel-cmplr-lib-rt", "2026.2.0", "9f713083073a820d2496a6da8e8d4f3482aba6640f74521d25ea48dcebe72748",
-          keep=("libimf.so", "libsvml.so", "libirng.so", "libintlc.so.5")),
-    # NEEDED libtbb.so.12; tbbbind, tbbmalloc and tcm are optional (TBB runs without them)
-    Wheel("tbb", "2023.2.0", "7d80615b6e970f11671fa05b6eaa9483ac864fbfe525ac280271a78b37870b7c",
+    # `readelf -d libintelocl.so` (and libcommon_clang.so): NEEDED libimf.so, libsvml.so, libirng.so,
+    # libintlc.so.5 and libonnxruntime.1.12.22.721.so
+    Wheel("intel-cmplr-lib-rt", "2024.2.1", "852f1ce98bc7bc9212202b0743dddeef95d4614f51de48b49e2d936048c9d93e",
+          keep=("libimf.so", "libsvml.so", "libirng.so", "libintlc.so.5", "libonnxruntime.1.12.22.721.so")),
+    # NEEDED libtbb.so.12; tbbbind and tbbmalloc are optional (TBB runs without them)
+    Wheel("tbb", "2021.13.1", "d916359dc685579d09e4b344241550afc1cc034f7f5ec7234c258b6680912d70",
           keep=("libtbb.so.12",)),
 )
-DOWNLOAD_SIZE_TEXT = "about 273 MB"  # the three wheels' sizes on PyPI: 273,283,451 bytes
+DOWNLOAD_SIZE_TEXT = "about 250 MB"  # the three wheels' sizes on PyPI: 249,815,549 bytes
 RUNTIME_NAME = "Intel's CPU OpenCL runtime"
 RESTART_NOTE = "restart Blender to use it (the OpenCL loader reads its list of drivers once per process)"
 

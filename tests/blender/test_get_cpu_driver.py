@@ -79,7 +79,7 @@ def cli_runs(tmp_path_factory):
     folders = {k: tmp_path_factory.mktemp("cli-driver") / "cpu-driver" for k in ("command", "script", "bad", "off")}
     good, bad = FakeIndex(), FakeIndex()
     try:
-        tbb = f"/files/{bad.listed['tbb/2023.2.0'][1]['filename']}"
+        tbb = f"/files/{bad.listed['tbb/2021.13.1'][1]['filename']}"
         bad.files[tbb] = bad.files[tbb][:-1] + bytes([bad.files[tbb][-1] ^ 1])  # same size, other bytes
         at = dict(url=good.base, wheels=good.wheel_specs())
         cases = {
@@ -127,13 +127,13 @@ def test_the_command_fetches_with_progress_lines_and_exits_0(cli_runs):
     code, out, err, asked = runs["fetch"]
     assert code == 0 and err == "", err
     lines = out.splitlines()
-    assert lines[0].startswith("PRB: Downloads Intel's CPU OpenCL runtime (about 273 MB, under Intel's licence) "
+    assert lines[0].startswith("PRB: Downloads Intel's CPU OpenCL runtime (about 250 MB, under Intel's licence) "
                                f"from PyPI into {folders['command']}")
     progress = [line for line in lines if line.startswith("PRB: downloaded ")]
     total = good.download_size() / 1e6
     assert progress[0] == f"PRB: downloaded 0 of {total:,.0f} MB (0%)"
     assert progress[-1] == f"PRB: downloaded {total:,.0f} of {total:,.0f} MB (100%)"
-    assert lines[-1] == (f"PRB: installed Intel's CPU OpenCL runtime 2026.2.0 in {folders['command'] / 'lib'}; "
+    assert lines[-1] == (f"PRB: installed Intel's CPU OpenCL runtime 2024.2.1 in {folders['command'] / 'lib'}; "
                          f"Blender and the command line use it from their next start")
     assert sum(p.startswith("/files/") for p in asked) == 3
 
@@ -141,7 +141,7 @@ def test_the_command_fetches_with_progress_lines_and_exits_0(cli_runs):
 def test_a_second_run_says_it_is_installed_without_going_online(cli_runs):
     code, out, err, asked = cli_runs[0]["again"]
     assert code == 0 and err == "" and asked == []
-    assert out.splitlines()[-1].startswith("PRB: already installed: Intel's CPU OpenCL runtime 2026.2.0 in ")
+    assert out.splitlines()[-1].startswith("PRB: already installed: Intel's CPU OpenCL runtime 2024.2.1 in ")
 
 
 def test_remove_deletes_it_and_says_so(cli_runs):
@@ -154,7 +154,7 @@ def test_remove_deletes_it_and_says_so(cli_runs):
 def test_the_script_route_fetches_and_removes_too(cli_runs):
     runs, folders, _ = cli_runs
     code, out, err, asked = runs["script"]
-    assert code == 0 and err == "" and "PRB: installed Intel's CPU OpenCL runtime 2026.2.0" in out
+    assert code == 0 and err == "" and "PRB: installed Intel's CPU OpenCL runtime 2024.2.1" in out
     assert sum(p.startswith("/files/") for p in asked) == 3
     assert runs["script remove"][:3] == (0, f"PRB: removed Intel's CPU OpenCL runtime from {folders['script']}\n", "")
     assert not folders["script"].exists()
@@ -165,7 +165,7 @@ def test_a_bad_hash_is_one_error_line_and_nothing_installed(cli_runs):
     code, out, err, _ = runs["bad hash"]
     assert code == 1 and "Traceback" not in err
     assert err.splitlines() == [err.strip()]  # one line
-    assert err.startswith("error: tbb-2023.2.0-py2.py3-none-manylinux_2_28_x86_64.whl: its SHA-256 is ")
+    assert err.startswith("error: tbb-2021.13.1-py2.py3-none-manylinux_2_28_x86_64.whl: its SHA-256 is ")
     assert "not the expected" in err and "refused" in err
     assert not folders["bad"].exists()
     code, _, err, _ = runs["bad hash verbose"]
@@ -191,7 +191,7 @@ def test_inside_blender_the_command_respects_allow_online_access(cli_runs):
 
 def test_the_command_help_lists_get_cpu_driver(cli_runs):
     code, out, _, _ = cli_runs[0]["help"]
-    assert code == 0 and "get-cpu-driver download Intel's CPU OpenCL runtime (about 273 MB" in " ".join(out.split())
+    assert code == 0 and "get-cpu-driver download Intel's CPU OpenCL runtime (about 250 MB" in " ".join(out.split())
 
 
 # -- the operator, the Preferences box and the sidebar --------------------------------------------
@@ -246,12 +246,12 @@ def test_execute_fetches_and_remove_deletes(driver, monkeypatch):
     labels, operators = box()
     assert operators == {"prb.get_cpu_driver"}
     text = " ".join(labels)
-    assert "about 273 MB, under Intel's licence) from PyPI" in text and str(driver.folder) in text
+    assert "about 250 MB, under Intel's licence) from PyPI" in text and str(driver.folder) in text
     assert bpy.ops.prb.get_cpu_driver() == {"FINISHED"}
     assert (driver.folder / "lib" / "libintelocl.so").is_file()
     labels, operators = box()
     assert operators == {"prb.remove_cpu_driver"}
-    assert f"Intel's CPU OpenCL runtime 2026.2.0 in {driver.folder / 'lib'}" in labels
+    assert f"Intel's CPU OpenCL runtime 2024.2.1 in {driver.folder / 'lib'}" in labels
     assert any("restart Blender to use it" in line for line in labels)  # the loader read its list at start
     assert bpy.ops.prb.remove_cpu_driver() == {"FINISHED"}
     assert not driver.folder.exists()
@@ -299,7 +299,7 @@ def test_the_modal_operator_downloads_in_a_thread_and_shows_progress(driver, mon
     driver.hold.set()
     assert _until_done(op, context) == {"FINISHED"}
     assert context.window_manager.timers == []
-    assert op.reports == [({"INFO"}, f"Installed Intel's CPU OpenCL runtime 2026.2.0 in {driver.folder / 'lib'}: "
+    assert op.reports == [({"INFO"}, f"Installed Intel's CPU OpenCL runtime 2024.2.1 in {driver.folder / 'lib'}: "
                                      f"restart Blender to use it (the OpenCL loader reads its list of drivers once "
                                      f"per process)")]
     assert [p for p in device.bundled_drivers() if p.name == device.INTEL_CPU_LIBRARY] == [
@@ -321,13 +321,13 @@ def test_esc_cancels_the_download_and_installs_nothing(driver, monkeypatch):
 
 def test_a_failed_download_is_reported_and_shown(driver, monkeypatch):
     monkeypatch.setattr(driver_ui, "online_access", lambda: True)
-    path = f"/files/{driver.listed['tbb/2023.2.0'][1]['filename']}"
+    path = f"/files/{driver.listed['tbb/2021.13.1'][1]['filename']}"
     driver.files[path] = driver.files[path][:-1] + bytes([driver.files[path][-1] ^ 1])
     op, context = _modal_operator(monkeypatch), _WindowContext()
     assert op.invoke(context, _Event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
     assert _until_done(op, context) == {"CANCELLED"}
     ((kind, message),) = op.reports
-    assert kind == {"ERROR"} and message.startswith("Get CPU Driver failed: tbb-2023.2.0") and "SHA-256" in message
+    assert kind == {"ERROR"} and message.startswith("Get CPU Driver failed: tbb-2021.13.1") and "SHA-256" in message
     labels, operators = box()
     assert operators == {"prb.get_cpu_driver"} and any(line.startswith("Last try failed: tbb-") for line in labels)
     assert not driver.folder.exists()
@@ -389,5 +389,5 @@ def test_with_the_driver_installed_the_operator_downloads_nothing(driver, monkey
     asked = len(driver.requests)
     op, context = _modal_operator(monkeypatch), _WindowContext()
     assert op.invoke(context, _Event("LEFTMOUSE", "PRESS")) == {"CANCELLED"}
-    assert op.reports == [({"INFO"}, f"Already installed: Intel's CPU OpenCL runtime 2026.2.0 in {driver.folder / 'lib'}")]
+    assert op.reports == [({"INFO"}, f"Already installed: Intel's CPU OpenCL runtime 2024.2.1 in {driver.folder / 'lib'}")]
     assert len(driver.requests) == asked and driver_ui._download["thread"] is None

@@ -31,13 +31,14 @@ LIBRARIES = {
     "intel-cmplr-lib-rt": {
         "libimf.so": b"fake imf", "libsvml.so": b"fake svml", "libirng.so": b"fake irng",
         "libintlc.so.5": b"fake intlc", "libintlc.so": b"INPUT (libintlc.so.5)", "icx-lto.so": b"fake lto",
-        "libirc.so": b"fake irc",
+        "libirc.so": b"fake irc", "libonnxruntime.1.12.22.721.so": b"fake onnxruntime",
     },
     "tbb": {"libtbb.so": TBB, "libtbb.so.12": TBB, "libtbb.so.12.20": TBB, "libtbbmalloc.so.2": b"fake malloc"},
 }
 # what the install's lib folder holds: files, and links -> the file they name
 EXPECTED_FILES = {"libintelocl.so.2026.22.10.0", "libcommon_clang.so.2026.22.10.0", "cl.cfg", "clbltfnz1.rtl",
-                  "libocl_svml_z1.so", "libimf.so", "libsvml.so", "libirng.so", "libintlc.so.5", "libtbb.so.12"}
+                  "libocl_svml_z1.so", "libimf.so", "libsvml.so", "libirng.so", "libintlc.so.5", "libtbb.so.12",
+                  "libonnxruntime.1.12.22.721.so"}
 EXPECTED_LINKS = {"libintelocl.so": "libintelocl.so.2026.22.10.0",
                   "libcommon_clang.so": "libcommon_clang.so.2026.22.10.0"}
 EULA = b"Intel End User License Agreement for Developer Tools (fake)\n"

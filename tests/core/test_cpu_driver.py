@@ -69,13 +69,13 @@ def test_fetch_unpacks_what_the_runtime_needs_and_device_finds_it(index, folder)
     # the marker says what is installed
     on_disk = json.loads((folder / "installed.json").read_text())
     assert on_disk == marker == cpu_driver.installed()
-    assert marker["version"] == "2026.2.0" and marker["source"] == index.base
+    assert marker["version"] == "2024.2.1" and marker["source"] == index.base
     assert [(w["name"], w["version"], w["sha256"]) for w in marker["wheels"]] == [
         (w.name, w.version, w.sha256) for w in index.wheels]
     assert marker["installed"].startswith("20") and marker["installed"].endswith("Z")
     assert intel_drivers() == [folder / "lib" / "libintelocl.so"]
     assert cpu_driver.found_library() == folder / "lib" / "libintelocl.so"
-    assert cpu_driver.describe(marker) == f"Intel's CPU OpenCL runtime 2026.2.0 in {folder / 'lib'}"
+    assert cpu_driver.describe(marker) == f"Intel's CPU OpenCL runtime 2024.2.1 in {folder / 'lib'}"
 
 
 def test_a_second_fetch_of_the_same_wheels_does_nothing(index, folder, monkeypatch):
@@ -104,7 +104,7 @@ def test_other_wheels_replace_the_install(index, folder):
 def test_the_environment_variable_names_the_index(index, folder, monkeypatch):
     monkeypatch.setenv(cpu_driver.URL_VARIABLE, index.base + "/")
     cpu_driver.fetch(wheels=index.wheels)
-    assert index.requests[0] == "/pypi/intel-opencl-rt/2026.2.0/json"
+    assert index.requests[0] == "/pypi/intel-opencl-rt/2024.2.1/json"
     assert cpu_driver.installed()["source"] == index.base
 
 
@@ -124,7 +124,7 @@ def test_files_listed_relative_to_the_page_are_found(index, folder, per_release_
 
 def test_the_pinned_hashes_are_the_manylinux_wheels_of_the_pinned_versions():
     assert [(w.name, w.version) for w in cpu_driver.WHEELS] == [
-        ("intel-opencl-rt", "2026.2.0"), ("intel-cmplr-lib-rt", "2026.2.0"), ("tbb", "2023.2.0")]
+        ("intel-opencl-rt", "2024.2.1"), ("intel-cmplr-lib-rt", "2024.2.1"), ("tbb", "2021.13.1")]
     assert all(len(w.sha256) == 64 and int(w.sha256, 16) for w in cpu_driver.WHEELS)
 
 
@@ -136,7 +136,7 @@ def _refused(folder: Path, match: str, fetch):
 
 
 def test_a_wheel_whose_bytes_do_not_match_the_hash_is_refused_and_nothing_installed(index, folder):
-    path = f"/files/{index.listed['tbb/2023.2.0'][1]['filename']}"
+    path = f"/files/{index.listed['tbb/2021.13.1'][1]['filename']}"
     content = bytearray(index.files[path])
     content[-1] ^= 1  # same size, other bytes
     index.files[path] = bytes(content)
@@ -159,7 +159,7 @@ def test_an_interrupted_download_installs_nothing(index, folder):
 def test_a_fetch_stopped_midway_installs_nothing(index, folder, stop):
     """Cancelled (the UI's Esc) or interrupted (Ctrl+C) after the first wheel: the partial folder goes."""
     cancel = threading.Event()
-    first_size = index.listed["intel-opencl-rt/2026.2.0"][1]["size"]
+    first_size = index.listed["intel-opencl-rt/2024.2.1"][1]["size"]
 
     def progress(done, total):
         if done > first_size:
@@ -198,8 +198,8 @@ def test_an_unreachable_index_is_one_line(folder):
 
 
 def test_a_release_missing_from_the_index_is_named(index, folder):
-    del index.listed["tbb/2023.2.0"]
-    _refused(folder, "has no tbb 2023.2.0", lambda: cpu_driver.fetch(base_url=index.base, wheels=index.wheels))
+    del index.listed["tbb/2021.13.1"]
+    _refused(folder, "has no tbb 2021.13.1", lambda: cpu_driver.fetch(base_url=index.base, wheels=index.wheels))
 
 
 def test_a_folder_holding_other_files_is_neither_replaced_nor_removed(index, folder):
