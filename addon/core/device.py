@@ -508,7 +508,7 @@ def cpu_driver_hint() -> str:
         return ("Get a CPU OpenCL driver that knows this CPU: Intel's OpenCL runtime (runs on AMD CPUs "
                 "too; in Blender: Preferences > Add-ons > Particle Rigid Bodies > Get CPU Driver; "
                 "headless: blender --command particle_bodies get-cpu-driver; with the bpy module: "
-                "pip install intel-opencl-rt intel-cmplr-lib-rt), or the distribution's PoCL "
+                "pip install 'intel-opencl-rt==2024.2.*' 'intel-cmplr-lib-rt==2024.2.*'), or the distribution's PoCL "
                 "(Debian/Ubuntu: apt install pocl-opencl-icd), or the GPU driver's OpenCL.")
     return INSTALL_HINT
 

@@ -236,5 +236,5 @@ def test_the_hint_names_both_pip_packages_the_library_needs(monkeypatch):
     libintlc.so.5 libintelocl.so loads: pip installing the first alone leaves a library that fails to load."""
     monkeypatch.setattr(device.sys, "platform", "linux")
     hint = device.cpu_driver_hint()
-    assert "pip install intel-opencl-rt intel-cmplr-lib-rt" in hint
+    assert "pip install 'intel-opencl-rt==2024.2.*' 'intel-cmplr-lib-rt==2024.2.*'" in hint
     assert "Get CPU Driver" in hint and "get-cpu-driver" in hint
