@@ -180,7 +180,8 @@ def instances_convert_table(name: str) -> str:
     return rows(head, body) + "\n" + source(name, f"{m['cpu']}, {m['cores']} cores, bpy {r['bpy']}, load {load_avg:.1f}")
 
 
-DRIVER_NAMES = {"pocl-bundled": "PoCL bundled with pyopencl", "intel": "Intel CPU runtime (PyPI)",
+DRIVER_NAMES = {"pocl-bundled": "PoCL bundled with pyopencl", "intel": "Intel CPU runtime 2026.2 (PyPI)",
+                "intel-2024": "Intel CPU runtime 2024.2 (PyPI; the add-on's)",
                 "pocl-bookworm": "PoCL of Debian 12", "pocl-trixie": "PoCL of Debian 13"}
 
 
@@ -196,7 +197,7 @@ def megabytes(n) -> str:
     return "?" if n is None else f"{n / 1e6:,.0f}"
 
 
-def cpu_drivers_table(name: str, repeat: str | None = None) -> str:
+def cpu_drivers_table(name: str, repeat: str | None = None, repeat_label: str = "the repeat, right after") -> str:
     """The CPU OpenCL drivers side by side (bench/cpu_drivers.py): one row per driver, medians over the
     runs summarised, the spread as their lowest and highest; ``repeat``: a later run's median beside."""
     r = load(name)
@@ -224,7 +225,7 @@ def cpu_drivers_table(name: str, repeat: str | None = None) -> str:
         ])
     head = ["driver", "version", "from", "download / installed MB", "kernel build s, cold (cached)",
             f"ms per frame, median over the {r.get('summary_over', 'all runs')} (lowest-highest)", "first / last 24 frames ms",
-            "over bundled PoCL", *(["repeat run: ms per frame (lowest-highest), over bundled PoCL"] if repeat else []),
+            "over bundled PoCL", *(["earlier run: ms per frame (lowest-highest), over bundled PoCL"] if repeat else []),
             f"pile at {r['frames'] / 24:g} s: highest corner / p95 / mean centre / footprint m, "
                                   "at rest, deepest corner"]
     runs = r["runs"]
@@ -239,7 +240,7 @@ def cpu_drivers_table(name: str, repeat: str | None = None) -> str:
     if repeat:
         rr = load(repeat)
         others = [run["others_cores_during_run"] for run in rr["runs"]]
-        text += "\n" + source(repeat, f"the repeat, right after: {rr.get('rounds_run', rr['rounds'])} rounds, "
+        text += "\n" + source(repeat, f"{repeat_label}: {rr.get('rounds_run', rr['rounds'])} rounds, "
                                        f"{sum(bool(run.get('busy')) for run in rr['runs'])} of {len(rr['runs'])} "
                                        f"runs busy, medians over the {rr.get('summary_over', 'all runs')}")
     return text
@@ -256,8 +257,8 @@ TABLES = {
     "bake_rebake_clear": lambda: rebake_table("bake_rebake_clear_10k.json"),
     "convert": lambda: convert_table("convert.json"),
     "instances_convert": lambda: instances_convert_table("instances_convert_100k_cpu.json"),
-    "cpu_drivers": lambda: cpu_drivers_table("cpu_drivers_1000_2core.json",
-                                                   "cpu_drivers_1000_2core_repeat2.json"),
+    "cpu_drivers": lambda: cpu_drivers_table("cpu_drivers_1000_2core_intel2024.json", "cpu_drivers_1000_2core.json",
+                                             "the earlier run (the same drivers without Intel's 2024.2, at d6d1c1f)"),
     "instances": lambda: instances_table(["instances_100k_cpu.json", "instances_100k_cpu_bpy4.2.json",
                                            "instances_100k_cpu_load9.json"]),
 }
