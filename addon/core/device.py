@@ -327,8 +327,8 @@ __kernel void probe(__global float *values, volatile __global int *count)
 }
 """
 PROBE_ITEMS = 64
-# For tests: a device whose "platform / device" name holds this text fails its probe's build, through
-# its own compiler, as on a CPU its driver cannot target.
+# For tests: a device whose "platform / device / platform version" holds this text fails its probe's
+# build, through its own compiler, as on a CPU its driver cannot target.
 FAIL_BUILD_VARIABLE = "PRB_OPENCL_FAIL_BUILD"
 BUILD_LOG_NAME = "opencl-build.log"
 _probe_results: dict[tuple[str, str, str], str | None] = {}
@@ -440,7 +440,7 @@ def probe_device(info: DeviceInfo) -> str | None:
         return _probe_results[key]
     cl = _import_pyopencl()
     options = ["-cl-std=CL1.2", f"-DPROBE_ITEMS={PROBE_ITEMS}"]
-    if fail_build and fail_build in f"{info.platform_name} / {info.device_name}".lower():
+    if fail_build and fail_build in f"{info.platform_name} / {info.device_name} / {info.platform_version}".lower():
         options.append("-DPRB_FAIL_BUILD")
     stage = "could not be opened"
     with _stderr_captured() as printed, warnings.catch_warnings():

@@ -39,9 +39,10 @@ fi
 tar -C "$REPO" --exclude=./.venv* --exclude=./.git --exclude=./out --exclude=./dist --exclude=./.cache -cf - . \
     | tar -C "$W/repo" -xf -
 
+CASE_ENV=()  # VAR=value pairs a case adds to the clean environment
 in_chroot() { # clean environment, isolated Blender user folder
     chroot "$CHROOT" /usr/bin/env -i HOME=/root LANG=C.UTF-8 PATH=/usr/local/bin:/usr/bin:/bin \
-        BLENDER_USER_RESOURCES="$RUN/user" "$@"
+        BLENDER_USER_RESOURCES="$RUN/user" "${CASE_ENV[@]}" "$@"
 }
 FAILED=0
 RESULTS=()
@@ -107,6 +108,29 @@ case_ command-step-0 nonzero "one_error_line command-step-0.err --step" -- \
     --command particle_bodies bake --scene "$SCENE" --step 0 --output "$RUN/out/bad.blend"
 case_ command-unwritable nonzero "one_error_line command-unwritable.err 'cannot write'" -- \
     --command particle_bodies bake --scene "$SCENE" --objects "$BOXES" --output /sys/bad.blend
+
+# A CPU no PoCL can compile for (AMD Zen 5 with the zip's PoCL 3.0): every PoCL's build fails on
+# purpose (PRB_OPENCL_FAIL_BUILD, through its own compiler). Without another driver the bake stops
+# before anything is written with one line naming the CPU, the drivers tried and Get CPU Driver;
+# get-cpu-driver fetches Intel's runtime from PyPI (about 250 MB); the same bake then runs on it
+# (tried before any PoCL wherever it is installed: docs/performance.md, CPU OpenCL drivers).
+DRIVER_FOLDER=/root/.local/share/particle-rigid-bodies/cpu-driver
+in_chroot python3 -c "import shutil; shutil.rmtree('$DRIVER_FOLDER', ignore_errors=True)"
+CASE_ENV=(PRB_OPENCL_FAIL_BUILD="portable computing language")
+case_ command-no-cpu-driver nonzero "one_error_line command-no-cpu-driver.err 'No OpenCL device could run the kernels' 'family' 'Get CPU Driver' 'opencl-build.log' && ! grep -q 'fails on purpose' command-no-cpu-driver.out && test ! -e '$W/out/bad.blend'" -- \
+    --command particle_bodies bake --scene "$SCENE" --objects "$BOXES" --frames 1 7 --output "$RUN/out/bad.blend"
+# the host's certificates: where the host reaches PyPI through a proxy, its CA is only there
+cp /etc/ssl/certs/ca-certificates.crt "$W/host-ca.crt"
+CASE_ENV=(SSL_CERT_FILE="$RUN/host-ca.crt")
+case_ command-get-cpu-driver 0 "test -e '$CHROOT$DRIVER_FOLDER/lib/libintelocl.so' && grep -q 'PRB: installed' command-get-cpu-driver.out" -- \
+    --online-mode --command particle_bodies get-cpu-driver
+CASE_ENV=(PRB_OPENCL_FAIL_BUILD="portable computing language")
+case_ command-bake-on-intel 0 "test -f '$W/out/intel.blend' && grep -q 'using the CPU device .*Intel(R) OpenCL' command-bake-on-intel.err" -- \
+    --command particle_bodies bake --scene "$SCENE" --objects "$BOXES" --frames 1 13 --output "$RUN/out/intel.blend"
+CASE_ENV=()
+case_ intel-keys 0 "grep -q '^CHECK_BAKE' intel-keys.out" -- --background --python-exit-code 1 --python "$CHECK" -- \
+    --original "$SCENE" --baked "$RUN/out/intel.blend" --dynamic "$BOXES" --static Ground --ground-z 0 --frames 1 13
+case_ command-remove-cpu-driver 0 "test ! -e '$CHROOT$DRIVER_FOLDER/lib'" -- --command particle_bodies get-cpu-driver --remove
 
 # a distribution's Blender without python3-numpy: enabling says what is missing, no traceback
 case_ enable-without-numpy 0 "grep -q ENABLE_WITHOUT_NUMPY_OK enable-without-numpy.out && ! grep -q Traceback enable-without-numpy.err enable-without-numpy.out" -- \
