@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from addon.core import Material, ModelBuilder
+from addon.core.device import POCL_PLATFORM, choose_device
 from addon.core.rotations import quaternion_to_matrix
 from addon.core.shapes import box_particles
 from tests.core.helpers import CUBE_SIDE, RADIUS, add_cube, engine_for, fastest_motion, run_for
@@ -99,10 +100,13 @@ def test_a_cube_offset_on_another_stops_moving(contact_geometry):
 # under 0.5 on PoCL)
 AT_REST = {"particles": (0.90, 0.99, 1.0), "voxels": (0.85, 0.95, 0.5)}
 ON_A_GPU = os.environ.get("PRB_OPENCL_DEVICE", "cpu") != "cpu"  # tools/gpu_tests.py sets it
+# the tests' CPU device is PoCL (Intel's runtime, tried first where installed, is not there)
+ON_POCL = not ON_A_GPU and POCL_PLATFORM in choose_device("cpu", announce=False).platform_name
 # Rigid Voxels at restitution 0 on PoCL: a stack at the pile's edge still rocks at 8 s, its top
-# cube at 0.646 m/s (+- 0.05; the pile is chaotic: any change to the floats moves the figure)
+# cube at 0.646 m/s (+- 0.05; the pile is chaotic: any change to the floats moves the figure).
+# Intel's CPU runtime 2024.2 rounds differently and that pile comes to rest (under 0.5 m/s at 8 s)
 STACK_ROCKS_AT = (0.646, 0.05)
-STACK_ROCKS = pytest.mark.xfail(not ON_A_GPU, strict=True, raises=KnownFailure, reason=XFAIL_POCL_STACK_ROCKS)
+STACK_ROCKS = pytest.mark.xfail(ON_POCL, strict=True, raises=KnownFailure, reason=XFAIL_POCL_STACK_ROCKS)
 
 
 @pytest.mark.parametrize("contact_geometry, restitution", [("voxels", 0.2), pytest.param("voxels", 0.0, marks=STACK_ROCKS),
@@ -142,7 +146,7 @@ def test_five_hundred_cubes_come_to_rest_in_a_pile(contact_geometry, restitution
     state = run_for(engine, 3.0)
     speeds = np.linalg.norm(state.velocity, axis=1)
     assert np.mean(speeds < 0.01) >= at_rest[1], (np.mean(speeds < 0.01), np.sort(speeds)[-10:])
-    rocking = not ON_A_GPU and (contact_geometry, restitution) == ("voxels", 0.0)
+    rocking = ON_POCL and (contact_geometry, restitution) == ("voxels", 0.0)
     with known_failure(fastest=(speeds.max(), *STACK_ROCKS_AT)) if rocking else nullcontext():
         assert speeds.max() < at_rest[2], np.sort(speeds)[-5:]
     # nobody left the pile at speed: all on the ground or on each other, none thrown far out
