@@ -519,3 +519,20 @@ def test_a_bake_where_the_first_cpu_driver_cannot_build_runs_on_the_next(scene_f
     assert "fails on purpose" not in printed.replace(skipped[0], "")  # the full log went to the file only
     assert "loop not vectorized" not in printed  # nor the compilers' notes on a build that succeeded
     assert out.exists()
+
+
+def test_an_explicit_device_that_cannot_build_fails_loudly_in_one_line(scene_file, tmp_path):
+    """--device names a device whose build fails: no fallback, exit 1, one line saying which device,
+    what failed and where the build log is; nothing written."""
+    from addon.core import device
+    first = device.candidates(device.list_devices())[0]
+    out = tmp_path / "o.blend"
+    env = dict(os.environ, PRB_OPENCL_FAIL_BUILD=first.platform_name, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, str(ROOT / "addon" / "cli.py"), "--scene", str(scene_file),
+                           "--objects", "A,B", "--frames", "1", "6", "--device", first.platform_name,
+                           "--output", str(out)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"error: OpenCL device {first.label} cannot run the kernels: its kernel compiler failed")
+    assert f"build log: {tmp_path / 'cache'}" in last and "Traceback" not in proc.stderr
+    assert not out.exists()
