@@ -57,6 +57,7 @@ Figures, never a timed test.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import platform
@@ -93,6 +94,7 @@ LEAVING_AFTER_S = 0.1  # the leaving speed is read this long after arrival (the 
 # one, Box2D's order stops an impact in the solve passes and parts it only in the restitution passes
 # of its last substep, and read between the two a bounce would look like a rise)
 DENSITY = 1000.0
+DEEP_ENOUGH = 0.005  # the issue's "no deeper than a few millimetres": the tables bold what is deeper
 MASS_SECONDS = 2.0
 HEAVY_DENSITY = 7800.0  # steel; the light body is this over the ratio
 
@@ -440,6 +442,61 @@ def run_case(case: dict, overrides: dict) -> dict:
     return run_fast(case, overrides) if case["kind"] == "fast" else run_mass(case, overrides)
 
 
+def length(metres: float) -> str:
+    return f"{metres * 100:.1f} cm" if metres >= 0.01 else f"{metres * 1000:.1f} mm"
+
+
+def tables(report: dict) -> str:
+    """The report as docs/experiments/impacts.md's tables (markdown): each fast case's worst phase
+    (through: out of the target's far side; inside: wholly past the struck face; else the deepest
+    point past it, bold over DEEP_ENOUGH), the struck body's leaving speed over momentum and
+    restitution's (the phases' range) and the energy gained; each mass case's figures."""
+    fast = [c for c in report["cases"] if c["kind"] == "fast"]
+    speeds = sorted({c["speed"] for c in fast})
+    head = "| projectile | target | " + " | ".join(f"{v:g} m/s" for v in speeds) + " |"
+    rule = "| --- | --- | " + " | ".join("---" for _ in speeds) + " |"
+    depth_rows, ratio_rows = [head, rule], [head, rule]
+    for projectile in dict.fromkeys(c["projectile"] for c in fast):
+        for target in dict.fromkeys(c["target"] for c in fast):
+            row = {c["speed"]: c for c in fast if c["projectile"] == projectile and c["target"] == target}
+            if not row:
+                continue
+            depth, ratio = [], []
+            for v in speeds:
+                c = row[v]
+                if c["through_target"] and c["target"] not in ("plane",):
+                    cell = "**through**"
+                elif c["through_face"]:
+                    cell = f"**inside** {length(c['deepest_m'])}"
+                elif c["deepest_m"] > DEEP_ENOUGH:
+                    cell = f"**{length(c['deepest_m'])}**"
+                else:
+                    cell = length(c["deepest_m"])
+                if c["energy_gain_rel"] > 0.01:
+                    cell += f", energy **x{1 + c['energy_gain_rel']:.3g}**"
+                depth.append(cell)
+                low, high = (0.0 if abs(c[k]) < 5e-3 else c[k] for k in ("leaving_ratio_min", "leaving_ratio_max"))
+                digits = 3 if high - low < 0.05 else 2
+                text = f"{low:.3f}" if high - low < 5e-4 else f"{low:.{digits}f} to {high:.{digits}f}"
+                ratio.append(f"**{text}**" if low < 0.95 or high > 1.05 else text)
+            depth_rows.append(f"| {projectile} | {target} | " + " | ".join(depth) + " |")
+            ratio_rows.append(f"| {projectile} | {target} | " + " | ".join(ratio) + " |")
+    mass_rows = ["| case | mass ratio (heaviest over lightest) | top's error at 2 s | deepest sink | deepest overlap "
+                 "| passed through | sideways drift | top's error at 0.25 / 0.5 / 1 / 1.5 s |",
+                 "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for c in report["cases"]:
+        if c["kind"] != "mass":
+            continue
+        at = " / ".join(length(c["top_error_at_s"][t]) for t in ("0.25", "0.5", "1", "1.5"))
+        mass_rows.append(f"| {c['name']} | {c['mass_ratio_max']:g} | {length(c['top_error_m'])} | "
+                         f"{length(c['deepest_sink_m'])} | {length(c['deepest_overlap_m'])} | "
+                         f"{'**yes**' if c['passed_through'] else 'no'} | {length(c['lateral_drift_m'])} | {at} |")
+    return "\n".join(["Deepest point past the struck face (worst of the phases):", "", *depth_rows, "",
+                      "Struck body's leaving speed over momentum and restitution's (a static target: the "
+                      "projectile's rebound over e v), over the phases:", "", *ratio_rows, "",
+                      "Heavy on light:", "", *mass_rows]) + "\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", choices=("fast", "mass"), default=["fast", "mass"])
@@ -447,7 +504,11 @@ def main(argv=None) -> int:
     parser.add_argument("--setting", action="append", default=[], help="a SimulationSettings field, name=value")
     parser.add_argument("--label", default="", help="what variant this run measures")
     parser.add_argument("--out", default=None)
+    parser.add_argument("--table", default=None, help="print this report's tables (markdown) and stop")
     args = parser.parse_args(argv)
+    if args.table:
+        print(tables(json.loads(Path(args.table).read_text())), end="")
+        return 0
     overrides = setting_overrides(args.setting)
     cases = [c for c in CASES if c["kind"] in args.only
              and (not args.case or any(c["name"].startswith(prefix) for prefix in args.case))]
