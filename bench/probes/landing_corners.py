@@ -5,7 +5,7 @@ ground over 0.6 s, every substep. A pile's fast tumbling cubes dig in this way (
 pile's -11.75 cm at 5 s: a cube landing at 7.4 m/s spinning at 10.8 rad/s). Writes JSON with the
 machine and the commit.
 
-    PYTHONPATH=. .venv/bin/python bench/landing_corners.py --cubes 200 --out OUT.json
+    PYTHONPATH=. .venv/bin/python bench/probes/landing_corners.py --cubes 200 --out OUT.json
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from addon.core import Material, ModelBuilder, SimulationSettings  # noqa: E402
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
         z = state.position[:, None, 2] + np.einsum("bij,cj->bci", rot.reshape(-1, 3, 3), CORNERS)[:, :, 2]
         deepest = np.minimum(deepest, z.min(axis=1))
     order = np.argsort(deepest)
-    report = {"benchmark": "bench/landing_corners.py", "commit": commit(), "cpu_model": cpu_model(),
+    report = {"benchmark": "bench/probes/landing_corners.py", "commit": commit(), "cpu_model": cpu_model(),
               "device": engine.device_name, "cubes": args.cubes, "seed": args.seed, "settings": overrides,
               "deepest_corner_m": {"worst": float(deepest.min()), "tenth_worst": float(deepest[order[9]]),
                                    "median": float(np.median(deepest)),

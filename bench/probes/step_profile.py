@@ -4,7 +4,7 @@ kernel, launches per substep and per detection, and the host's time waiting insi
 blocking reads, and the waits for the last detection's pair totals (read back without blocking).
 Writes JSON with the machine and the commit.
 
-    python bench/step_profile.py --cubes 1000 10000 --start 3 --window 1 --setting ... --out $OUT/profile.json
+    python bench/probes/step_profile.py --cubes 1000 10000 --start 3 --window 1 --setting ... --out $OUT/profile.json
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from addon.core import SimulationSettings  # noqa: E402

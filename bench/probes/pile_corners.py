@@ -5,7 +5,7 @@ fractions asleep and at rest (speed under 1 cm/s). Tells sag under load (a resti
 above) from a cube digging in while the pile flows (a fast one with none above). Writes JSON with
 the machine and the commit.
 
-    PYTHONPATH=. .venv/bin/python bench/pile_corners.py --cubes 10000 --seconds 20 --out OUT.json
+    PYTHONPATH=. .venv/bin/python bench/probes/pile_corners.py --cubes 10000 --seconds 20 --out OUT.json
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from addon.core import SimulationSettings  # noqa: E402
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     overrides = setting_overrides(args.setting)
     engine = OpenCLEngine(cube_pile(args.cubes), SimulationSettings(device=args.device, **overrides))
     per_sample = max(1, int(round(args.interval / engine.params.substep)))
-    report = {"benchmark": "bench/pile_corners.py", "commit": commit(), "cpu_model": cpu_model(),
+    report = {"benchmark": "bench/probes/pile_corners.py", "commit": commit(), "cpu_model": cpu_model(),
               "device": engine.device_name, "cubes": args.cubes, "settings": overrides,
               "interval_s": per_sample * engine.params.substep, "seconds": {}}
     started = time.perf_counter()

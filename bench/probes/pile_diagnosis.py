@@ -16,7 +16,7 @@ every particle contact's law (00_common.h contact_law) and classifies:
               with its neighbours), airborne (no contact this substep); and how many lost a body
               pair since the previous substep (bouncing)
 
-    PYTHONPATH=. .venv/bin/python bench/pile_diagnosis.py --cubes 1000 --start 4 --window 0.5 \
+    PYTHONPATH=. .venv/bin/python bench/probes/pile_diagnosis.py --cubes 1000 --start 4 --window 0.5 \
         --out OUT.json [--setting name=value ...]
 
 Other modes (each writes its own JSON):
@@ -45,7 +45,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from addon.core.rotations import quaternion_to_matrix  # noqa: E402

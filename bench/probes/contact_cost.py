@@ -8,7 +8,7 @@ one run; prints and writes JSON with the machine.
   block  300 cubes resting in a 10 x 10 x 3 block (slightly turned, no sleeping): seconds of the
          contact kernel over 300 substeps (OpenCL profiling), best of ``--rounds``
 
-    PYTHONPATH=. .venv/bin/python bench/contact_cost.py --out bench/results/contact_cost_pocl.json
+    PYTHONPATH=. .venv/bin/python bench/probes/contact_cost.py --out bench/results/contact_cost_pocl.json
     ... --setting device=gpu --cubes 100000
 Figures, never a timed test.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from addon.core import ModelBuilder, SimulationSettings  # noqa: E402
@@ -90,7 +90,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     overrides = setting_overrides(args.setting)
     probe = OpenCLEngine(cube_pile(8), SimulationSettings(**overrides))
-    report = {"benchmark": "bench/contact_cost.py", "settings": overrides, "device": probe.device_name,
+    report = {"benchmark": "bench/probes/contact_cost.py", "settings": overrides, "device": probe.device_name,
               "host": platform.node(), "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
               "python": platform.python_version(), "load_before": list(os.getloadavg()),
               "commit": commit(), "cubes": args.cubes,

@@ -7,7 +7,7 @@ capitals sets an environment variable, a lower-case name a SimulationSettings fi
 ("PATH@PRB_PAIR_CACHE=0", ".@substep=0.0083333,substeps_per_detection=2"). Each result carries the
 sum of |position| at the window's end: equal sums say the trees' piles agree.
 
-    python bench/pile_window_ab.py --trees out/base . --cubes 1000 10000 --out $OUT/ab.json
+    python bench/probes/pile_window_ab.py --trees out/base . --cubes 1000 10000 --out $OUT/ab.json
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import commit, cpu_model, write_report  # noqa: E402

@@ -4,7 +4,7 @@ a device, and how many calls a detection of the 1000-cube pile makes: the cube p
 pair), then voxel_pair timed on those pairs in a kernel of its own (the engine's program with one
 kernel added). Writes JSON with the machine and the commit.
 
-    python bench/voxel_pair_cost.py --out $OUT/voxel_pair_cost.json
+    python bench/probes/voxel_pair_cost.py --out $OUT/voxel_pair_cost.json
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from addon.core import SimulationSettings  # noqa: E402

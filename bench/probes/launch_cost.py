@@ -4,7 +4,7 @@ empty kernel, and of one work-item following a chain of dependent loads (10 and 
 1 MB and a 256 MB table): the floor under each of the solve's launches, and the price of each
 load a pair's pass waits on. Writes JSON with the machine and the commit.
 
-    python bench/launch_cost.py --out $OUT/launch_cost.json
+    python bench/probes/launch_cost.py --out $OUT/launch_cost.json
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from addon.core.device import create_context  # noqa: E402

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The rigid step's experiments (docs/experiments/rigid-step.md) on the lent NVIDIA machine: the
 # 1000-cube pile (bench/contact_figures.py) for each variant of SimulationSettings named below,
-# one JSON and log per variant in $OUT. Usage: bash bench/rigid_step_sweep.sh VARIANT...
+# one JSON and log per variant in $OUT. Usage: bash bench/probes/rigid_step_sweep.sh VARIANT...
 # (CUBES, SECS and SEED override the pile's size, length and jitter seed).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 if ! python3 -c "import pyopencl" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site

@@ -4,7 +4,7 @@ last arrival raises (kernels/05_grid_barrier.cl), timed over 2,000 barriers; and
 what the others wrote before the barrier (each group writes its slot, every work-item reads another
 group's after it), with OpenCL's mem_fence and with PTX's membar.gl (NVIDIA). Writes JSON with the machine and the commit.
 
-    python bench/grid_barrier_cost.py --out $OUT/grid_barrier_cost.json
+    python bench/probes/grid_barrier_cost.py --out $OUT/grid_barrier_cost.json
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from addon.core.device import create_context  # noqa: E402
