@@ -1,7 +1,7 @@
 """Issue 33's pile under the default settings: the 1000-cube pile of bench/scenes.py cube_pile (the
 poses NVIDIA Newton's side of bench/vs_newton.py starts from) against Newton's figures from the
 same scene, recorded on the H100 in one run with ours, and against Blender's Bullet on the same poses
-(docs/experiments/data/rigid_step)."""
+(tests/core/data; docs/experiments/rigid-step.md quotes the same runs)."""
 import json
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from bench.scenes import cube_pile
 from tests.known_failures import KnownFailure, known_failure
 from tests.skip_reasons import XFAIL_PILE_CENTRE
 
-RUNS = Path(__file__).resolve().parents[2] / "docs" / "experiments" / "data" / "rigid_step"
+RUNS = Path(__file__).resolve().parent / "data"
 NEWTON_RUN = RUNS / "h100_bd5e41f_vs_newton_default.json"
 # Blender's Bullet (10 substeps per frame, 10 iterations) on the same poses, seeds 0-5, beside ours
 # and Newton's on the H200 (how each was run: the file's "benchmark")
