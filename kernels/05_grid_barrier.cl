@@ -1,7 +1,7 @@
 // A barrier across every work-group of a launch, for a launch whose groups are all resident at once
 // (one per compute unit: the host sizes it so). OpenCL 1.2 has no such barrier; a launch costs the
-// host ~8 us and the device ~5.6 us (bench/launch_cost.py, H200), which a substep's 35-60 launches
-// of short passes paid over and over; this barrier costs ~2 us (bench/grid_barrier_cost.py).
+// host ~8 us and the device ~5.6 us (bench/probes/launch_cost.py, H200), which a substep's 35-60 launches
+// of short passes paid over and over; this barrier costs ~2 us (bench/probes/grid_barrier_cost.py).
 // grid_sync[0] counts the groups arrived, grid_sync[1] is the generation the last arrival raises
 // (after resetting the count), so the barrier needs no reset between launches.
 //
@@ -15,7 +15,7 @@
 //
 // The fence: OpenCL 1.2's mem_fence orders a work-item's own accesses only, and on NVIDIA's driver
 // a plain load after it still read a stale value another group had written before the barrier (its
-// multiprocessor's L1 kept the old line: every read stale in bench/grid_barrier_cost.py); PTX's
+// multiprocessor's L1 kept the old line: every read stale in bench/probes/grid_barrier_cost.py); PTX's
 // membar.gl (GRID_FENCE_MEMBAR, the host sets it on NVIDIA devices) leaves none stale.
 #ifndef GRID_FENCE_MEMBAR
 #define GRID_FENCE_MEMBAR 0

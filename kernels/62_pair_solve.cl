@@ -495,7 +495,7 @@ __kernel void solve_pair_contacts(
 // detection's last substep, the restitution passes, each colour after the one before behind a
 // barrier across the launch (05_grid_barrier.cl), the overflow by work-item 0 after the colours.
 // The same order and arithmetic as solve_pair_contacts launched per colour and kind, without a
-// launch's cost per colour (bench/grid_barrier_cost.py: ~2 us a barrier against ~8 us a launch).
+// launch's cost per colour (bench/probes/grid_barrier_cost.py: ~2 us a barrier against ~8 us a launch).
 __kernel void solve_substep_passes(
     const int colour_limit,
     const int solve_passes,
