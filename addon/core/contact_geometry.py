@@ -61,7 +61,7 @@ VOXELS = ContactGeometry(
                 "piles that stand like rigid boxes (a 1000-cube pile within 2.2 % of Blender's Bullet) instead of "
                 "flowing",
     summary="solid bodies pile and stack like rigid boxes, their contacts solved",
-    cost="on a CPU about the time of Particles, on a GPU 1.9-5.5x it",
+    cost="on a CPU about the time of Particles, on a GPU 1.6-4.6x it",  # H100, bd5e41f, docs/usage.md
     # whole voxels box against box (voxel_pairs), their contacts solved at the velocity level, Box2D
     # v3's step (docs/experiments/rigid-step.md): 4 substeps per 60 Hz step, each 2 solve passes and
     # 2 relax passes (with 1 the relax pass's sweep order left a two-substep limit cycle in small
