@@ -6,7 +6,9 @@ into bucket order, the contact forces per particle (colliders: functions the con
 per body the sum of its particles' forces and the integration, and Rigid Voxels' solve and islands.
 
 Every ``-D`` option comes from one table, ``kernel_defines``: a row per define (name, value, what
-it means).
+it means). The constants Python and the kernels share (SOLVE_FIELDS, SCAN_LOCAL_SIZE,
+SCAN_PER_ITEM, SOLVE_PASS_BACKWARD, STATIC_BODY) are rows of it too, so the kernels take them from
+here rather than from a #define of their own.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from .colliders import DUPLICATE_POINT_TOLERANCE
 from .device import KERNEL_OPENCL_C, build_quietly
 from .manifold import (MANIFOLD_DEPTH_BAND, MANIFOLD_GROUPS, MANIFOLD_NORMAL_COSINE, MANIFOLD_PECKING,
                        MANIFOLD_POINTS, MANIFOLD_TOLERANCE)
+from .model import STATIC_BODY
 from .pair_colouring import MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH, TURNING_ANCHOR, WAKE_PASSES,
@@ -67,10 +70,12 @@ STAGES = (
 SOLVE_KERNELS = tuple(kernel for stage in STAGES if stage.number >= 60 for kernel in stage.kernels)
 # the same OpenCL C on every device, macOS's included (device.py refuses a device below it)
 OPENCL_C_STANDARD = "-cl-std=CL%d.%d" % KERNEL_OPENCL_C
+# shared with the kernels, which take them from the build options (kernel_defines)
 SOLVE_PASS_BACKWARD = 4  # added to a pass's kind: each pair's points swept last to first (62_pair_solve.cl)
-SOLVE_FIELDS = 5  # float4s per contact record: keep equal to 00_common.h's SOLVE_FIELDS
-SCAN_LOCAL_SIZE = 256  # keep equal to the kernels' SCAN_LOCAL_SIZE and SCAN_PER_ITEM
-SCAN_GROUP_ITEMS = SCAN_LOCAL_SIZE * 8
+SOLVE_FIELDS = 5  # float4s per contact record (00_common.h)
+SCAN_LOCAL_SIZE = 256  # work-items of a scan group (10_grid.cl)
+SCAN_PER_ITEM = 8  # buckets each of them scans
+SCAN_GROUP_ITEMS = SCAN_LOCAL_SIZE * SCAN_PER_ITEM
 LAUNCH_ORDER = tuple(kernel for stage in STAGES for kernel in stage.kernels)
 
 
@@ -169,6 +174,13 @@ def kernel_defines(model, settings, params, neighbour_slots: int, collider_reach
     radius = model.particle_radius
     margin = float(settings.speculative_margin)
     return (
+        # shared with Python
+        Define("STATIC_BODY", STATIC_BODY, "the body index of a static particle or side (model.py)"),
+        Define("SOLVE_FIELDS", SOLVE_FIELDS, "float4s per contact record of the solve"),
+        Define("SOLVE_PASS_BACKWARD", SOLVE_PASS_BACKWARD, "added to a pass's kind: a pair's points last to first"),
+        Define("SCAN_LOCAL_SIZE", SCAN_LOCAL_SIZE, "work-items of a scan group of the grid's buckets"),
+        Define("SCAN_PER_ITEM", SCAN_PER_ITEM, "buckets each scan work-item scans"),
+        # the scene and the contact law
         Define("FRICTION_SLOTS", FRICTION_SLOTS, "contacts a particle keeps a friction history for"),
         Define("NEIGHBOUR_SLOTS", neighbour_slots, "other-body particles a neighbour list holds"),
         Define("MATERIAL_COUNT", len(model.materials), "materials (the pair tables are its square)"),
