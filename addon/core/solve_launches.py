@@ -216,7 +216,8 @@ class SolveLaunches:
                 kernel.set_arg(index, value[parity] if isinstance(value, ByParity) else value)
             colour_limit = int(self.arguments["colour_limit"])
         if colour_limit != self.colour_limit:
-            kernel.set_arg(0, np.int32(self.colour_limit))  # colour_limit: the kernel's first parameter
+            kernel.set_arg(self.kernel_parameters["solve_substep_passes"].index("colour_limit"),
+                           np.int32(self.colour_limit))
         self._substep_passes_kernels[key] = (kernel, self.colour_limit)
         return kernel
 

@@ -39,6 +39,19 @@ def test_every_parameter_has_a_value_and_a_missing_one_is_named():
         engine._bind()
 
 
+def test_no_argument_is_bound_by_a_literal_index():
+    """Arguments are bound through their parameter name's index (kernel_parameters): a
+    ``set_arg(<integer literal>`` in addon/core would break silently when a signature changes."""
+    import re
+    from pathlib import Path
+
+    core = Path(__file__).resolve().parents[2] / "addon" / "core"
+    by_index = [f"{path.name}:{number}: {line.strip()}" for path in sorted(core.glob("*.py"))
+                for number, line in enumerate(path.read_text().splitlines(), start=1)
+                if re.search(r"set_arg\(\s*-?\d", line)]
+    assert not by_index, f"kernel arguments bound by a literal index: {by_index}"
+
+
 def test_set_argument_reaches_the_next_launch():
     """The animated colliders' clock is the one argument set per substep, by name: a clock moved by
     hand changes where the triangles are, so it must reach the kernel."""
