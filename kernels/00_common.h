@@ -12,7 +12,8 @@
 // Vectors are stored as float4 (w unused) for alignment; quaternions as float4 (x, y, z, w) with
 // w in .w, i.e. OpenCL's natural layout, converted on the host from Blender's (w, x, y, z).
 
-#define STATIC_BODY (-1)
+// STATIC_BODY (-1, model.py), SOLVE_FIELDS, SCAN_LOCAL_SIZE, SCAN_PER_ITEM and SOLVE_PASS_BACKWARD
+// come with the build options (opencl_program.kernel_defines), so that Python shares them.
 #define EMPTY_SLOT (-1)
 
 // sleep: (speed, time, wake acceleration, 1 if sleeping bodies may skip their contacts); see
@@ -121,8 +122,7 @@ inline float3 particle_world_position(int b, float3 offset, __global const float
 
 // The buckets' start offsets: an exclusive scan of the bucket counts (10_grid.cl), kept as a scan
 // per group of SCAN_GROUP_ITEMS buckets plus one offset per group; bucket_begin() adds the two.
-#define SCAN_LOCAL_SIZE 256
-#define SCAN_PER_ITEM 8
+// SCAN_LOCAL_SIZE and SCAN_PER_ITEM: build options (opencl_program.py)
 #define SCAN_GROUP_ITEMS (SCAN_LOCAL_SIZE * SCAN_PER_ITEM)
 
 inline uint bucket_begin(uint h, __global const uint *scan_local, __global const uint *group_offset)
@@ -226,7 +226,7 @@ inline int history_slot(const int *old_key, int key)
 // restitution). The impact speed is how fast the contact closed at its detection (Box2D's
 // relativeVelocity): the restitution pass (62_pair_solve.cl) parts an impact faster than
 // IMPACT_SPEED at its restitution times that speed, once per detection.
-#define SOLVE_FIELDS 5
+// SOLVE_FIELDS (float4s per record): a build option (opencl_program.py)
 #define NO_RECORD (-3)
 
 typedef struct {

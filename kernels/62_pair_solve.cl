@@ -8,7 +8,7 @@
 // only, then each manifold's friction at its centre), 3 a restitution pass (after the relax passes
 // of a detection's last substep, restitution_impulse).
 
-#define SOLVE_PASS_BACKWARD 4
+// SOLVE_PASS_BACKWARD: a build option (opencl_program.py), the host adds it to a pass's kind
 
 // The pair's velocities (a and b, as the pass sees them) after impulse j on a at arm_a and -j on b
 // at arm_b (b.body < 0: a static side, unmoved)

@@ -39,7 +39,7 @@ import numpy as np
 from . import instancers
 from ..core import voxelize as vox
 from ..core.model import Material, Model, ModelBuilder
-from ..core.opencl_engine import estimate_device_memory
+from ..core.device_buffers import estimate_device_memory
 from ..core.rotations import matrix_quaternions, pose_matrices
 from ..core.settings import ROLE_IGNORED, ConversionSettings, ObjectSettings, SimulationSettings
 

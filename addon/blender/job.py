@@ -20,7 +20,7 @@ import bpy
 import numpy as np
 
 from . import bake, instancers
-from ..core.opencl_engine import estimate_device_memory
+from ..core.device_buffers import estimate_device_memory
 from ..core.rotations import pose_matrices
 from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_IGNORED, ROLE_STATIC, ConversionSettings,
                              FrameSettings, SimulationSettings)

@@ -156,7 +156,7 @@ def _expose_bundled_drivers() -> None:
     os.environ["PRB_OPENCL_VENDORS_EXPOSED"] = "1"
 
 
-# The kernels are OpenCL C 1.2, built with -cl-std=CL1.2 on every device (opencl_engine.py): what
+# The kernels are OpenCL C 1.2, built with -cl-std=CL1.2 on every device (opencl_program.py): what
 # macOS provides, and what OpenCL 3.0 drivers still compile. A device below it is refused.
 KERNEL_OPENCL_C = (1, 2)
 # Extensions the kernels enable beyond OpenCL C 1.2 core (each `#pragma OPENCL EXTENSION` in kernels/

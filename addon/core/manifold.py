@@ -130,13 +130,3 @@ def reduce_manifold(normals, points, depths, limit, radius) -> list[int]:
                         chosen.append(t)
         kept.update(chosen)
     return sorted(kept)
-
-
-def manifold_defines(radius: float) -> list[str]:
-    """The kernels' build options for the reduction (61_pair_colouring.cl) and the friction at the
-    manifolds' centres (62_pair_solve.cl)."""
-    return [f"-DMANIFOLD_POINTS={MANIFOLD_POINTS}", f"-DMANIFOLD_GROUPS={MANIFOLD_GROUPS}",
-            f"-DMANIFOLD_NORMAL_COSINE={MANIFOLD_NORMAL_COSINE!r}f", f"-DMANIFOLD_PECKING={MANIFOLD_PECKING!r}f",
-            f"-DMANIFOLD_TIE={float((1.0 - MANIFOLD_PECKING) * radius)!r}f",
-            f"-DMANIFOLD_DEPTH_BAND={float(MANIFOLD_DEPTH_BAND * radius)!r}f",
-            f"-DMANIFOLD_TOLERANCE2={float((MANIFOLD_TOLERANCE * radius) ** 2)!r}f"]

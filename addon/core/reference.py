@@ -94,7 +94,7 @@ class ReferenceEngine(StateMixin):
         self.sleep = sleep_argument(self.params, self.solving, self.colliders.moving)
         self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
         # what the detections so far needed, taken one detection late as the kernels read it
-        # back (opencl_engine._colour_pairs): None before the first detection
+        # back (solve_launches._colour_pairs): None before the first detection
         self.colour_rounds = self.colour_limit = None
         self._last_pairs_needed = 0
         self.pairs = None  # the last substep's coloured pairs (pair_colouring.SolvePairs)

@@ -352,7 +352,7 @@ def freeze_run(engine, at: float, after: list[float], tables: dict | None = None
 def restart_run(count: int, at: float, after: list[float], overrides: dict, tables: dict, per_edge: int = 3) -> dict:
     """The default engine's pile at ``at`` seconds, stopped dead and handed to a fresh engine with
     ``overrides`` (poses only: no momenta, no friction springs): does the shape hold there?"""
-    from addon.core.opencl_engine import _quat_to_device, _vec4
+    from addon.core.device_buffers import quat_to_device as _quat_to_device, vec4 as _vec4
     first = OpenCLEngine(cube_pile(count, per_edge=per_edge), SimulationSettings())
     run_seconds(first, at)
     state = first.body_state()
@@ -435,8 +435,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     overrides = setting_overrides(args.setting)
     if args.rolling_regularization is not None:  # a compile-time define: the engine reads it when it builds
-        import addon.core.opencl_engine as opencl_engine
-        opencl_engine.ROLLING_REGULARIZATION = args.rolling_regularization
+        import addon.core.opencl_program as opencl_program
+        opencl_program.ROLLING_REGULARIZATION = args.rolling_regularization
     t0 = time.perf_counter()
     if args.overhang:
         write(args.out, {"overhang": overhang(args.overhang, args.per_edge)})

@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from addon.core import SimulationSettings  # noqa: E402
-from addon.core.opencl_engine import OpenCLEngine, program_source  # noqa: E402
+from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
+from addon.core.opencl_program import program_source  # noqa: E402
 from bench.machine import commit, cpu_model, write_report  # noqa: E402
 from bench.scenes import cube_pile  # noqa: E402
 

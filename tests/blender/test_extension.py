@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_register_cli import ROOT, run_python
 
-from addon.core.opencl_engine import STAGES
+from addon.core.opencl_program import STAGES
 
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
 

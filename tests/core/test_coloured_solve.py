@@ -115,10 +115,12 @@ def test_a_substep_never_waits_for_the_device():
 def spare_nothing(monkeypatch):
     """No spare colouring rounds and one pair slot per body to start with, in the kernels' host
     and the reference alike."""
-    import addon.core.opencl_engine as opencl_engine
+    import addon.core.device_buffers as device_buffers
     import addon.core.reference as reference_module
-    for module in (opencl_engine, reference_module):
+    import addon.core.solve_launches as solve_launches
+    for module in (solve_launches, reference_module):
         monkeypatch.setattr(module, "SPARE_COLOUR_ROUNDS", 0)
+    for module in (device_buffers, reference_module):
         monkeypatch.setattr(module, "INITIAL_MAX_PAIRS", 1)
 
 
@@ -155,9 +157,9 @@ def test_kernels_match_the_reference_when_a_body_outgrows_its_slots(monkeypatch)
     reference, which stay together through it: the drop is at substep 32, and they are compared to
     substep 50 (by 60 the cubes' impacts on the light board, pushed out at the solve's thresholds,
     part them to 0.008 rad/s against the 0.006 asked; with the slots never short, 0.002 at most)."""
-    import addon.core.opencl_engine as opencl_engine
+    import addon.core.device_buffers as device_buffers
     import addon.core.reference as reference_module
-    for module in (opencl_engine, reference_module):
+    for module in (device_buffers, reference_module):
         monkeypatch.setattr(module, "INITIAL_MAX_PAIRS", 1)
     spacing = 1 / 9
     builder = ModelBuilder(spacing / 2)
@@ -337,7 +339,7 @@ def test_the_gpus_cached_points_solve_as_points_read_one_by_one(monkeypatch):
     reading give the same numbers to the bit, on a pile and on the colliding scene, whose pairs with
     static sides hold more points than the cache (ground, a tilted wall, static particles)."""
     from bench.scenes import cube_pile
-    from addon.core.opencl_engine import PAIR_CACHE_GPU
+    from addon.core.opencl_program import PAIR_CACHE_GPU
     scenes = [(cube_pile(40), 400), (colliding_scene(0.85), 160)]
     for model, substeps in scenes:
         states = []
@@ -386,7 +388,7 @@ def test_the_one_launch_gives_up_rather_than_hang_when_its_groups_cannot_all_run
     a few of these groups."""
     import time
     from bench.scenes import cube_pile
-    from addon.core.opencl_engine import ONE_LAUNCH_VARIABLE, OVERSUBSCRIBE_VARIABLE, PassesInOneLaunchFailed
+    from addon.core.solve_launches import ONE_LAUNCH_VARIABLE, OVERSUBSCRIBE_VARIABLE, PassesInOneLaunchFailed
     model = cube_pile(40)
     monkeypatch.setenv(ONE_LAUNCH_VARIABLE, "1")
     monkeypatch.setenv(OVERSUBSCRIBE_VARIABLE, "64")

@@ -256,7 +256,7 @@ def test_a_gpu_under_a_display_watchdog_keeps_a_launch_per_colour(monkeypatch):
     that drives a display (CL_DEVICE_KERNEL_EXEC_TIMEOUT_NV): there the passes stay a launch per
     colour, each short, rather than a substep's passes in one launch; elsewhere NVIDIA GPUs take the
     one launch."""
-    from addon.core.opencl_engine import ONE_LAUNCH_VARIABLE, one_launch_passes
+    from addon.core.solve_launches import ONE_LAUNCH_VARIABLE, one_launch_passes
     monkeypatch.delenv(ONE_LAUNCH_VARIABLE, raising=False)
     nvidia = frozenset({"cl_nv_device_attribute_query"})
     compute = device.DeviceInfo(0, 0, "NVIDIA CUDA", "H100", True, 2 ** 36, (1, 2), nvidia, "", False)

@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 from addon.core import ModelBuilder, SimulationSettings
-from addon.core.opencl_engine import OpenCLEngine, choose_grid_bits
+from addon.core.device_buffers import choose_grid_bits
+from addon.core.opencl_engine import OpenCLEngine
 from addon.core.reference import ReferenceEngine
 from addon.core.shapes import box_particles
 

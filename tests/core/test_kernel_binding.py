@@ -2,8 +2,8 @@
 import numpy as np
 import pytest
 
-from addon.core.opencl_engine import (KERNEL_DIR, LAUNCH_ORDER, STAGES, OpenCLEngine, kernel_parameters,
-                                      program_source)
+from addon.core.opencl_engine import OpenCLEngine
+from addon.core.opencl_program import KERNEL_DIR, LAUNCH_ORDER, STAGES, kernel_parameters, program_source
 from bench.scenes import cube_pile
 
 
@@ -39,6 +39,19 @@ def test_every_parameter_has_a_value_and_a_missing_one_is_named():
         engine._bind()
 
 
+def test_no_argument_is_bound_by_a_literal_index():
+    """Arguments are bound through their parameter name's index (kernel_parameters): a
+    ``set_arg(<integer literal>`` in addon/core would break silently when a signature changes."""
+    import re
+    from pathlib import Path
+
+    core = Path(__file__).resolve().parents[2] / "addon" / "core"
+    by_index = [f"{path.name}:{number}: {line.strip()}" for path in sorted(core.glob("*.py"))
+                for number, line in enumerate(path.read_text().splitlines(), start=1)
+                if re.search(r"set_arg\(\s*-?\d", line)]
+    assert not by_index, f"kernel arguments bound by a literal index: {by_index}"
+
+
 def test_set_argument_reaches_the_next_launch():
     """The animated colliders' clock is the one argument set per substep, by name: a clock moved by
     hand changes where the triangles are, so it must reach the kernel."""
@@ -65,7 +78,7 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     the ones the engine allocates (voxel contacts' lists are twice as long; particle contacts must not be
     refused for memory they do not use)."""
     from addon.core import SimulationSettings
-    from addon.core.opencl_engine import estimate_device_memory, solve_bytes_per_body, solve_bytes_per_particle
+    from addon.core.device_buffers import estimate_device_memory, solve_bytes_per_body, solve_bytes_per_particle
     from addon.core.settings import CONTACT_GEOMETRIES
 
     engine = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=geometry))
@@ -105,9 +118,9 @@ def test_the_estimate_adds_up_the_buffers_the_engine_allocates(geometry):
     import pyopencl as cl
 
     from addon.core import SimulationSettings
-    from addon.core.opencl_engine import (DEVICE_BUFFERS, FIXED_SIZE_BUFFERS, GRID_BYTES_PER_PARTICLE,
-                                          PLACEHOLDER_BYTES, SCAN_GROUP_ITEMS, ByParity, estimate_device_memory,
-                                          table_bytes)
+    from addon.core.device_buffers import (DEVICE_BUFFERS, FIXED_SIZE_BUFFERS, GRID_BYTES_PER_PARTICLE,
+                                           PLACEHOLDER_BYTES, estimate_device_memory, table_bytes)
+    from addon.core.opencl_program import SCAN_GROUP_ITEMS, ByParity
 
     engine = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=geometry))
     particles, bodies, counts = engine.particle_count, engine.body_count, engine.buffer_counts

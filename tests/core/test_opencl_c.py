@@ -7,7 +7,8 @@ import pyopencl as cl
 import pytest
 
 from addon.core.device import KERNEL_EXTENSIONS, POCL_PLATFORM
-from addon.core.opencl_engine import _COMMENT, KERNEL_DIR, OPENCL_C_STANDARD, STAGES, OpenCLEngine
+from addon.core.opencl_engine import OpenCLEngine
+from addon.core.opencl_program import _COMMENT, KERNEL_DIR, OPENCL_C_STANDARD, STAGES
 from bench.scenes import cube_pile
 
 # What needs an extension beyond OpenCL C 1.2 core that PoCL has (so its build passes) and Apple's
