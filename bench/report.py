@@ -55,7 +55,7 @@ def short_device(device: str) -> str:
 
 
 # Stages of the substep as the benchmark's device events name them, grouped as the engine's stages
-# (opencl_engine.STAGES): by kernel name, or in results recorded before the kernels were split by
+# (opencl_program.STAGES): by kernel name, or in results recorded before the kernels were split by
 # stage, by the older short names.
 STAGE_GROUPS = (("grid", ("assign_buckets", "scan_bucket_groups", "scan_group_totals", "scatter_to_buckets",
                           "sort_buckets", "buckets", "scan", "scatter", "sort")),
