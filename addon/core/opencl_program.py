@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from .colliders import DUPLICATE_POINT_TOLERANCE
-from .device import KERNEL_OPENCL_C, build_quietly
+from .device import KERNEL_OPENCL_C
+from .device_probe import build_quietly
 from .manifold import (MANIFOLD_DEPTH_BAND, MANIFOLD_GROUPS, MANIFOLD_NORMAL_COSINE, MANIFOLD_PECKING,
                        MANIFOLD_POINTS, MANIFOLD_TOLERANCE)
 from .model import STATIC_BODY

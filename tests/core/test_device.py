@@ -8,7 +8,7 @@ import numpy as np
 import pyopencl as cl
 import pytest
 
-from addon.core import device
+from addon.core import device, device_probe
 from tests.skip_reasons import SKIP_NOT_POCL_ONLY, SKIP_ONE_CPU_DRIVER
 
 
@@ -16,7 +16,7 @@ from tests.skip_reasons import SKIP_NOT_POCL_ONLY, SKIP_ONE_CPU_DRIVER
 def no_build_failing_on_purpose(monkeypatch):
     """These tests make builds fail themselves where they need to: one forced for the whole run (a
     run with PRB_OPENCL_FAIL_BUILD, as on a CPU a driver cannot compile for) stays out of them."""
-    monkeypatch.delenv(device.FAIL_BUILD_VARIABLE, raising=False)
+    monkeypatch.delenv(device_probe.FAIL_BUILD_VARIABLE, raising=False)
 
 
 def test_selectors_pick_devices():
@@ -129,11 +129,11 @@ def test_a_device_lacking_a_kernel_extension_is_refused_by_its_name(monkeypatch)
 @pytest.fixture
 def fresh_probes(monkeypatch, tmp_path):
     """Probes run anew (not the process's earlier results), their build log under tmp_path."""
-    monkeypatch.setattr(device, "_probe_results", {})
-    monkeypatch.setattr(device, "_build_log_written", set())
+    monkeypatch.setattr(device_probe, "_probe_results", {})
+    monkeypatch.setattr(device_probe, "_build_log_written", set())
     monkeypatch.setattr(device, "_skips_logged", set())
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    return tmp_path / "particle-rigid-bodies" / device.BUILD_LOG_NAME
+    return tmp_path / "particle-rigid-bodies" / device_probe.BUILD_LOG_NAME
 
 
 def _tried_in_order():
@@ -151,7 +151,7 @@ def test_a_device_whose_build_fails_is_skipped_for_the_next_with_one_line(monkey
     if len(drivers) < 2:
         pytest.skip(SKIP_ONE_CPU_DRIVER)
     first, second = drivers[:2]
-    monkeypatch.setenv(device.FAIL_BUILD_VARIABLE, first.platform_name)
+    monkeypatch.setenv(device_probe.FAIL_BUILD_VARIABLE, first.platform_name)
     chosen = device.choose_device("auto")
     assert chosen == second
     skipped = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Skipped OpenCL device")]
@@ -173,13 +173,13 @@ def test_a_device_whose_build_fails_is_skipped_for_the_next_with_one_line(monkey
 def test_when_every_device_fails_one_message_names_the_cpu_the_drivers_and_what_to_install(
         monkeypatch, fresh_probes, capfd):
     drivers = _tried_in_order()
-    monkeypatch.setenv(device.FAIL_BUILD_VARIABLE, " / ")  # in every "platform / device" name
+    monkeypatch.setenv(device_probe.FAIL_BUILD_VARIABLE, " / ")  # in every "platform / device" name
     for selector in ("auto", "cpu") if any(not d.is_gpu for d in drivers) else ("auto",):
         with pytest.raises(device.OpenCLUnavailable) as info:
             device.choose_device(selector)
         message = str(info.value)
         assert "\n" not in message
-        assert message.startswith(f"No OpenCL device could run the kernels on this machine ({device.cpu_description()})")
+        assert message.startswith(f"No OpenCL device could run the kernels on this machine ({device_probe.cpu_description()})")
         for d in (drivers if selector == "auto" else [d for d in drivers if not d.is_gpu]):
             assert d.label in message and d.platform_version.strip() in message
         assert "intel-opencl-rt" in message and "pocl-opencl-icd" in message
@@ -191,7 +191,7 @@ def test_when_every_device_fails_one_message_names_the_cpu_the_drivers_and_what_
 
 def test_an_explicit_device_whose_build_fails_fails_loudly_in_one_line(monkeypatch, fresh_probes):
     first = _tried_in_order()[0]
-    monkeypatch.setenv(device.FAIL_BUILD_VARIABLE, first.platform_name)
+    monkeypatch.setenv(device_probe.FAIL_BUILD_VARIABLE, first.platform_name)
     with pytest.raises(device.OpenCLUnavailable) as info:
         device.choose_device(first.selector)
     message = str(info.value)
@@ -203,8 +203,8 @@ def test_an_explicit_device_whose_build_fails_fails_loudly_in_one_line(monkeypat
 def test_a_probe_that_computes_wrong_values_refuses_the_device(monkeypatch, fresh_probes):
     """A driver that builds but runs the kernel wrong is skipped like one that cannot build."""
     first = _tried_in_order()[0]
-    monkeypatch.setattr(device, "PROBE_SOURCE", device.PROBE_SOURCE.replace("* 2.0f + 1.0f", "* 2.0f + 1.5f"))
-    reason = device.probe_device(first)
+    monkeypatch.setattr(device_probe, "PROBE_SOURCE", device_probe.PROBE_SOURCE.replace("* 2.0f + 1.0f", "* 2.0f + 1.5f"))
+    reason = device_probe.probe_device(first)
     assert reason.startswith("its probe kernel computed wrong values (")
     assert "expected" in fresh_probes.read_text()
 
@@ -214,10 +214,10 @@ def test_the_build_log_line_names_the_error_without_the_compilers_temporary_file
             "Build on <pyopencl.Device 'cpu' on 'Portable Computing Language'>:\n\n"
             "error: unknown target CPU 'generic'\nnote: valid target CPU values are: nocona, core2\n"
             "(options: -cl-std=CL1.2)")
-    assert device._first_error_line(text) == "error: unknown target CPU 'generic'"
-    assert device._first_error_line("error: /root/.cache/pocl/kcache/tempfile_ab.cl:3:2: bad thing") == \
+    assert device_probe._first_error_line(text) == "error: unknown target CPU 'generic'"
+    assert device_probe._first_error_line("error: /root/.cache/pocl/kcache/tempfile_ab.cl:3:2: bad thing") == \
         "error: bad thing"
-    assert device._first_error_line('1:3:2: error: "bad thing"') == 'error: "bad thing"'  # Intel's form
+    assert device_probe._first_error_line('1:3:2: error: "bad thing"') == 'error: "bad thing"'  # Intel's form
 
 
 def test_intels_runtime_is_tried_before_pocl():
