@@ -43,7 +43,7 @@ from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from addon.core.shapes import box_particles, cube_particles  # noqa: E402
 from bench.machine import commit, cpu_model, setting_overrides, write_report  # noqa: E402
-from bench.scenes import cube_pile  # noqa: E402
+from bench.scenes import cube_pile, uv_sphere  # noqa: E402
 
 G = 9.81
 REST_SPEED = 0.1  # m/s: "at rest" as bench/vs_blender.py and the peer's pile_common.py
@@ -126,28 +126,8 @@ def pile(count: int, seconds: float, overrides: dict, seed: int = 0) -> dict:
 def ball_particles():
     """A UV sphere of BALL_RADIUS voxelized as a conversion does (filled; surface voxels round, the
     voxels near the surface with the ball as their support sphere): points, corner reach, spheres."""
-    segments, rings = 32, 16
-    verts = [(0, 0, -BALL_RADIUS)]
-    for i in range(1, rings):
-        th = math.pi * i / rings - math.pi / 2
-        for j in range(segments):
-            ph = 2 * math.pi * j / segments
-            verts.append((BALL_RADIUS * math.cos(th) * math.cos(ph), BALL_RADIUS * math.cos(th) * math.sin(ph),
-                          BALL_RADIUS * math.sin(th)))
-    verts.append((0, 0, BALL_RADIUS))
-    top = len(verts) - 1
-
-    def ring(i, j):
-        return 1 + (i - 1) * segments + (j % segments)
-
-    tris = []
-    for j in range(segments):
-        tris += [(0, ring(1, j + 1), ring(1, j)), (top, ring(rings - 1, j), ring(rings - 1, j + 1))]
-    for i in range(1, rings - 1):
-        for j in range(segments):
-            a, b, c, d = ring(i, j), ring(i, j + 1), ring(i + 1, j + 1), ring(i + 1, j)
-            tris += [(a, b, c), (a, c, d)]
-    result = vox.voxelize(np.array(verts), np.array(tris), 2 * BALL_PARTICLE_RADIUS)
+    verts, tris = uv_sphere(BALL_RADIUS, 32, 16)
+    result = vox.voxelize(verts, tris, 2 * BALL_PARTICLE_RADIUS)
     return result.points - result.points.mean(0), result.corner_reach, result.support_spheres
 
 

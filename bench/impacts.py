@@ -76,6 +76,7 @@ from addon.core.opencl_engine import OpenCLEngine  # noqa: E402
 from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 from addon.core.shapes import box_particles, cube_particles  # noqa: E402
 from bench.machine import commit, cpu_model, setting_overrides, write_report  # noqa: E402
+from bench.scenes import uv_sphere  # noqa: E402
 
 G = 9.81
 PARTICLES_ACROSS = 3  # the automatic radius (addon/blender/convert.py): the smallest body 3 across
@@ -125,30 +126,6 @@ CASES = ([dict(kind="fast", name=f"{projectile}_{target}_{speed:g}", projectile=
 
 
 # -- shapes -----------------------------------------------------------------------------------
-
-def uv_sphere(radius: float, segments: int = 32, rings: int = 16):
-    verts = [(0.0, 0.0, -radius)]
-    for i in range(1, rings):
-        th = math.pi * i / rings - math.pi / 2
-        for j in range(segments):
-            ph = 2 * math.pi * j / segments
-            verts.append((radius * math.cos(th) * math.cos(ph), radius * math.cos(th) * math.sin(ph),
-                          radius * math.sin(th)))
-    verts.append((0.0, 0.0, radius))
-    top = len(verts) - 1
-
-    def ring(i, j):
-        return 1 + (i - 1) * segments + (j % segments)
-
-    tris = []
-    for j in range(segments):
-        tris += [(0, ring(1, j + 1), ring(1, j)), (top, ring(rings - 1, j), ring(rings - 1, j + 1))]
-    for i in range(1, rings - 1):
-        for j in range(segments):
-            a, b, c, d = ring(i, j), ring(i, j + 1), ring(i + 1, j + 1), ring(i + 1, j)
-            tris += [(a, b, c), (a, c, d)]
-    return np.array(verts), np.array(tris)
-
 
 def box_mesh(lower, upper):
     """A closed box's 8 vertices and 12 triangles, wound outwards."""

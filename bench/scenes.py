@@ -41,3 +41,29 @@ def cube_pile(count: int, side: float = 1.0, spacing: float = 1.6, seed: int = 0
     if ground:
         builder.add_ground_plane(0.0, material=material)
     return builder.finalize()
+
+
+def uv_sphere(radius: float, segments: int = 32, rings: int = 16):
+    """A UV sphere's vertices and triangles (wound outwards), as Blender's primitive makes it: the
+    ball the benchmarks voxelize (bench/impacts.py, bench/contact_figures.py)."""
+    verts = [(0.0, 0.0, -radius)]
+    for i in range(1, rings):
+        th = math.pi * i / rings - math.pi / 2
+        for j in range(segments):
+            ph = 2 * math.pi * j / segments
+            verts.append((radius * math.cos(th) * math.cos(ph), radius * math.cos(th) * math.sin(ph),
+                          radius * math.sin(th)))
+    verts.append((0.0, 0.0, radius))
+    top = len(verts) - 1
+
+    def ring(i, j):
+        return 1 + (i - 1) * segments + (j % segments)
+
+    tris = []
+    for j in range(segments):
+        tris += [(0, ring(1, j + 1), ring(1, j)), (top, ring(rings - 1, j), ring(rings - 1, j + 1))]
+    for i in range(1, rings - 1):
+        for j in range(segments):
+            a, b, c, d = ring(i, j), ring(i, j + 1), ring(i + 1, j + 1), ring(i + 1, j)
+            tris += [(a, b, c), (a, c, d)]
+    return np.array(verts), np.array(tris)
