@@ -50,7 +50,6 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import commit, cpu_model, write_report  # noqa: E402
 
-FPS = 24
 MARK = "PRB_CPU_DRIVERS_RESULT "
 CHROOT_COPY = "/tmp/prb-bench"  # inside a chroot
 CHROOT_PYOPENCL = "/opt/prb-pyopencl"  # inside a chroot
@@ -235,6 +234,7 @@ def _measure(cubes: int, frames: int, expect: str) -> dict:
     from addon.core import SimulationSettings
     from addon.core.opencl_engine import OpenCLEngine
     from bench.contact_figures import pile_figures
+    from bench.cpu_vs_bullet import frame_substeps, timed_frames
     from bench.scenes import cube_pile
 
     listed = [f"{p.name} / {p.version} / {d.name}" for p in cl.get_platforms() for d in p.get_devices()]
@@ -248,19 +248,11 @@ def _measure(cubes: int, frames: int, expect: str) -> dict:
     if not re.search(expect, said):
         raise SystemExit(f"the device chosen is not the driver meant: {said!r} does not match {expect!r}; "
                          f"listed: {listed}")
-    per_frame = 1.0 / FPS / engine.params.substep
-    substeps = round(per_frame)
-    if abs(per_frame - substeps) > 1e-6:
-        raise ValueError(f"the substep does not divide a {FPS} fps frame: {per_frame} substeps")
+    substeps = frame_substeps(engine)
     engine.step(1)  # the first launch of every kernel (PoCL compiles each for its work-group size)
     engine.body_state()
     warmed = time.perf_counter()
-    times = []
-    for _ in range(frames):
-        t0 = time.perf_counter()
-        engine.step(substeps)
-        state = engine.body_state()
-        times.append(time.perf_counter() - t0)
+    times, state = timed_frames(engine, substeps, frames)
     end = pile_figures(state, model.body_lattice_orientation)
     del engine
     # a later bake in the same session: pyopencl's (and PoCL's) caches now hold the kernels

@@ -33,21 +33,33 @@ from bench.scenes import cube_pile  # noqa: E402
 FPS = 24
 
 
-def ours(cubes: int, frames: int, overrides: dict) -> dict:
-    model = cube_pile(cubes)
-    engine = OpenCLEngine(model, SimulationSettings(**overrides))
+def frame_substeps(engine) -> int:
+    """The substeps of one FPS frame (the substep must divide it)."""
     per_frame = 1.0 / FPS / engine.params.substep
     substeps = round(per_frame)
     if abs(per_frame - substeps) > 1e-6:
         raise ValueError(f"the substep does not divide a {FPS} fps frame: {per_frame} substeps")
-    engine.step(1)  # builds every kernel instance before the clock starts
-    engine.body_state()
+    return substeps
+
+
+def timed_frames(engine, substeps: int, frames: int) -> tuple[list[float], object]:
+    """Seconds each frame took, stepped and its poses read back as a bake does, and the last state."""
     times = []
     for _ in range(frames):
         start = time.perf_counter()
         engine.step(substeps)
         state = engine.body_state()
         times.append(time.perf_counter() - start)
+    return times, state
+
+
+def ours(cubes: int, frames: int, overrides: dict) -> dict:
+    model = cube_pile(cubes)
+    engine = OpenCLEngine(model, SimulationSettings(**overrides))
+    substeps = frame_substeps(engine)
+    engine.step(1)  # builds every kernel instance before the clock starts
+    engine.body_state()
+    times, state = timed_frames(engine, substeps, frames)
     return {"device": engine.device_name, "substeps_per_frame": substeps,
             "ms_per_frame_mean": 1e3 * sum(times) / frames, "ms_per_frame_first_24": 1e3 * sum(times[:24]) / 24,
             "ms_per_frame_last_24": 1e3 * sum(times[-24:]) / 24,
