@@ -152,27 +152,24 @@ class _Delegate:
         return getattr(self._real, name)
 
 
+def operator_in_a_window(monkeypatch, module, op_class, methods=(), **attributes):
+    """``op_class``'s own invoke, modal, cancel and execute, and ``methods``, on a plain object that
+    keeps its reports (Blender creates operator instances only through bpy.ops, which runs execute()
+    in background mode), with bpy.app.background False for ``module``, as in a Blender window."""
+    monkeypatch.setattr(module, "bpy", _Delegate(bpy, app=_Delegate(bpy.app, background=False)))
+
+    def report(self, kind, message):
+        self.reports.append((kind, message))
+
+    namespace = {name: getattr(op_class, name) for name in ("invoke", "modal", "cancel", "execute", *methods)}
+    operator = type("Operator", (), {**namespace, "_timer": None, **attributes, "report": report})()
+    operator.reports = []
+    return operator
+
+
 def _operator(monkeypatch):
-    """PRB_OT_simulate_bake's own methods on a plain object (Blender creates operator instances
-    only through bpy.ops, which runs execute() in background mode), with bpy.app.background
-    False for the operator module, as in a Blender window."""
-    Op = operators.PRB_OT_simulate_bake
-    monkeypatch.setattr(operators, "bpy", _Delegate(bpy, app=_Delegate(bpy.app, background=False)))
-
-    class Operator:
-        invoke, modal, cancel, execute = Op.invoke, Op.modal, Op.cancel, Op.execute
-        _make_job, _status, _end, _finish_report = Op._make_job, Op._status, Op._end, Op._finish_report
-        backend = "opencl"
-        _job = None
-        _timer = None
-
-        def __init__(self):
-            self.reports = []
-
-        def report(self, kind, message):
-            self.reports.append((kind, message))
-
-    return Operator()
+    return operator_in_a_window(monkeypatch, operators, operators.PRB_OT_simulate_bake,
+                                ("_make_job", "_status", "_end", "_finish_report"), backend="opencl", _job=None)
 
 
 def _scene_for_the_operator():

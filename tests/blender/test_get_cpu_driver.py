@@ -14,7 +14,7 @@ import time
 import pytest
 
 from prb_helpers import StrictLayout, bpy, draw_panel
-from test_bake_paths import _Delegate, _Event, _WindowContext
+from test_bake_paths import _Delegate, _Event, _WindowContext, operator_in_a_window
 from test_register_cli import run_python
 
 from addon.blender import cpu_driver as driver_ui
@@ -259,22 +259,7 @@ def test_execute_fetches_and_remove_deletes(driver, monkeypatch):
 
 
 def _modal_operator(monkeypatch):
-    """PRB_OT_get_cpu_driver's methods on a plain object, with bpy.app.background False as in a window."""
-    Op = driver_ui.PRB_OT_get_cpu_driver
-    monkeypatch.setattr(driver_ui, "bpy", _Delegate(bpy, app=_Delegate(bpy.app, background=False)))
-
-    class Operator:
-        invoke, modal, cancel, execute = Op.invoke, Op.modal, Op.cancel, Op.execute
-        _refused, _status, _end = Op._refused, Op._status, Op._end
-        _timer = None
-
-        def __init__(self):
-            self.reports = []
-
-        def report(self, kind, message):
-            self.reports.append((kind, message))
-
-    return Operator()
+    return operator_in_a_window(monkeypatch, driver_ui, driver_ui.PRB_OT_get_cpu_driver, ("_refused", "_status", "_end"))
 
 
 def _until_done(op, context, seconds=20):
