@@ -23,6 +23,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .device_probe import build_log_path, cpu_description, probe_device
+
 log = logging.getLogger(__name__)
 ENV_VARIABLE = "PRB_OPENCL_DEVICE"
 NVIDIA_LIBRARY_GLOBS = (
@@ -77,8 +79,6 @@ def pocl_toolchain_missing() -> list[str]:
 # Intel's CPU OpenCL runtime as pip installs it (intel-opencl-rt, with tbb and intel-cmplr-lib-rt):
 # its library lands in <prefix>/lib, and the ICD file the wheel brings names a placeholder path.
 INTEL_CPU_LIBRARY = "libintelocl.so"
-# Folders the Blender layer adds (the driver it fetched into the extension's user folder).
-_driver_folders: list[Path] = []
 
 
 def fetched_driver_folder() -> Path:
@@ -97,14 +97,6 @@ def fetched_driver_folder() -> Path:
     return base / "particle-rigid-bodies" / "cpu-driver"
 
 
-def add_driver_folder(folder) -> None:
-    """Look for a CPU OpenCL driver (Intel's runtime library) in ``folder`` as well; before the first
-    device query of the process, since the OpenCL loader reads its driver list once."""
-    folder = Path(folder)
-    if folder not in _driver_folders:
-        _driver_folders.append(folder)
-
-
 def bundled_drivers() -> list[Path]:
     """The OpenCL driver libraries that come with the add-on's Python packages rather than the
     system: the PoCL in pyopencl's Linux wheel, and Intel's CPU runtime where pip installed it into
@@ -115,7 +107,7 @@ def bundled_drivers() -> list[Path]:
         found += sorted((Path(pyopencl.__file__).resolve().parent / ".libs").glob("libpocl*.so*"))[:1]
     except ImportError:
         pass
-    for folder in [Path(sys.prefix) / "lib", fetched_driver_folder() / "lib", *_driver_folders]:
+    for folder in (Path(sys.prefix) / "lib", fetched_driver_folder() / "lib"):
         library = folder / INTEL_CPU_LIBRARY
         if library.is_file():
             found.append(library)
@@ -306,15 +298,13 @@ def list_devices() -> list[DeviceInfo]:
     return _usable(devices)
 
 
-from .device_probe import build_log_path, cpu_description, probe_device  # noqa: E402
-
 _skips_logged: set[str] = set()  # the devices skipped so far in this process, each logged once
 
 
 def _cpu_driver_rank(info: DeviceInfo) -> int:
     """The order CPU drivers are tried in, by the drivers' table in docs/performance.md (the 1000-cube
-    pile on 2 cores): Intel's runtime where it is installed (0.73-0.75x PoCL 3.0's time per frame;
-    it also needs no system linker), then PoCL (the zip's, or the system's), then any other."""
+    pile on 2 cores): Intel's runtime where it is installed (its 2024.2 release 0.71x PoCL 3.0's time
+    per frame; it also needs no system linker), then PoCL (the zip's, or the system's), then any other."""
     if info.platform_name.lower().startswith("intel"):
         return 0
     if POCL_PLATFORM in info.platform_name:
@@ -336,8 +326,9 @@ def cpu_driver_hint() -> str:
         return ("Get a CPU OpenCL driver that knows this CPU: Intel's OpenCL runtime (runs on AMD CPUs "
                 "too; in Blender: Preferences > Add-ons > Particle Rigid Bodies > Get CPU Driver; "
                 "headless: blender --command particle_bodies get-cpu-driver; with the bpy module: "
-                "pip install 'intel-opencl-rt==2024.2.*' 'intel-cmplr-lib-rt==2024.2.*'), or the distribution's PoCL "
-                "(Debian/Ubuntu: apt install pocl-opencl-icd), or the GPU driver's OpenCL.")
+                "pip install 'intel-opencl-rt==2024.2.*' 'intel-cmplr-lib-rt==2024.2.*'), or the "
+                "distribution's PoCL (Debian/Ubuntu: apt install pocl-opencl-icd), or the GPU driver's "
+                "OpenCL.")
     return INSTALL_HINT
 
 

@@ -128,13 +128,22 @@ def cpu_description() -> str:
     return f"{model or 'unknown CPU'}" + (f", family {family}" if family else "")
 
 
+@contextmanager
+def _quietly():
+    """What a driver prints (the list of one string _stderr_captured gives) kept from the terminal,
+    and pyopencl's CompilerWarning too: a compiler's notes on a build that succeeded say nothing a
+    user can act on."""
+    with _stderr_captured() as printed, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield printed
+
+
 def build_quietly(program, options):
     """Build a pyopencl Program without the compiler's notes on a build that succeeded reaching the
     terminal (Intel's compiler prints "loop not vectorized" remarks itself; pyopencl warns that the
     output was not empty): they say nothing a user can act on. A failed build still raises with its
     log."""
-    with _stderr_captured() as printed, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with _quietly() as printed:
         program = program.build(options=options)
     if printed[0].strip():
         log.debug("the OpenCL compiler printed: %s", printed[0].strip())
@@ -149,13 +158,12 @@ def probe_device(info: DeviceInfo) -> str | None:
     if key in _probe_results:
         return _probe_results[key]
     import pyopencl as cl  # loaded already: the device was found through it
-    options = ["-cl-std=CL1.2", f"-DPROBE_ITEMS={PROBE_ITEMS}"]
+
+    from .opencl_program import OPENCL_C_STANDARD  # the kernels' own standard (it imports this module)
+    options = [OPENCL_C_STANDARD, f"-DPROBE_ITEMS={PROBE_ITEMS}"]
     if fail_build and fail_build in f"{info.platform_name} / {info.device_name} / {info.platform_version}".lower():
         options.append("-DPRB_FAIL_BUILD")
-    stage = "could not be opened"
-    with _stderr_captured() as printed, warnings.catch_warnings():
-        # a compiler's notes on a build that succeeded (pyopencl's CompilerWarning) say nothing to a user
-        warnings.simplefilter("ignore")
+    with _quietly() as printed:
         reason = _run_probe(cl, info, options)
     if reason is not None:
         stage, text = reason

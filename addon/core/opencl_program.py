@@ -115,8 +115,6 @@ PAIR_CACHE_GPU = 8
 # How long a group waits at the barrier across the launch before it gives up: far above a colour's
 # pass (the longest single launch at a million bodies is in docs/performance.md), far below a hang
 GRID_BARRIER_TIMEOUT_NS = 1_000_000_000
-# the same OpenCL C on every device, macOS's included (device.py refuses a device below it)
-OPENCL_C_STANDARD = "-cl-std=CL%d.%d" % KERNEL_OPENCL_C
 
 
 def pair_cache(is_gpu: bool) -> int:
