@@ -137,6 +137,11 @@ DEVICE_BUFFERS = (
     DeviceBuffer("colour_pairs", BODY, 16, slots=PAIR_SLOTS, solve_only=True),
     DeviceBuffer("pair_count", BODY, 4, solve_only=True),
     DeviceBuffer("body_impact", BODY, 4, solve_only=True),
+    # the time-of-impact sweep (70_impacts.cl): each body's time of impact, and its pose at the end
+    # of the last substep, where its next sweep starts
+    DeviceBuffer("body_impact_time", BODY, 4, solve_only=True),
+    DeviceBuffer("impact_start_position", BODY, 16, solve_only=True),
+    DeviceBuffer("impact_start_orientation", BODY, 16, solve_only=True),
     DeviceBuffer("pair_bid", BODY, 2 * 4, solve_only=True),
     DeviceBuffer("body_colours", BODY, MAX_PAIR_COLOURS // 8, solve_only=True),
 )
@@ -376,6 +381,11 @@ class DeviceBuffers:
         a["neighbour_list"] = table("neighbour_list")
         a["build_position"] = table("build_position", vec4(m.body_position))
         a["build_orientation"] = table("build_orientation", quat_to_device(m.body_orientation))
+        # no impact yet (1.0: the whole motion), every sweep's start at the pose the bodies start at
+        a["body_impact_time"] = table("body_impact_time", np.float32(1.0).view(np.uint32))
+        a["impact_start_position"] = table("impact_start_position", vec4(m.body_position) if self.solving else None)
+        a["impact_start_orientation"] = table("impact_start_orientation",
+                                              quat_to_device(m.body_orientation) if self.solving else None)
 
         a["plane_point"] = buffer(vec4(m.plane_point))
         a["plane_normal"] = buffer(vec4(m.plane_normal))

@@ -32,7 +32,8 @@ from .contact_geometry import CONTACT_GEOMETRY
 from .device import create_context
 from .device_buffers import DeviceBuffers, round_up, vec4
 from .model import Model
-from .opencl_program import (BODY_GROUP_SIZE, LAUNCH_ORDER, SCAN_LOCAL_SIZE, SOLVE_KERNELS, ByParity, build_options,
+from .opencl_program import (BODY_GROUP_SIZE, IMPACT_KERNELS, LAUNCH_ORDER, SCAN_LOCAL_SIZE, SOLVE_KERNELS, ByParity,
+                             build_options,
                              build_program, choose_body_lanes, kernel_defines)
 from .settings import (FRICTION_SLOTS, WAKE_PASSES, SimulationSettings, collider_speculative_reach, derive_contact_parameters,
                        solve_softness)
@@ -183,6 +184,8 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
             "sort_buckets": ((round_up(self.bucket_total),), None),
             "gather_particles": (particles, None),
             # 64 work-items: 32 and 64 measured best on the H100 (256: slower)
+            "sweep_fast_particles": (particles, None),
+            "stop_at_impacts": ((round_up(body_count),), None),
             "compute_contacts": (particles, (64,)),
             "integrate_bodies": ((round_up(body_count, BODY_GROUP_SIZE // self.body_lanes) * self.body_lanes,),
                                  (BODY_GROUP_SIZE,)),
@@ -192,8 +195,11 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
         }
         # what a substep enqueues, in order: (kernel's two instances, global size, local size, name);
         # the solve's launches follow them (_enqueue_pair_solve)
-        order = [name for name in LAUNCH_ORDER if name not in SOLVE_KERNELS]
+        order = [name for name in LAUNCH_ORDER if name not in SOLVE_KERNELS and name not in IMPACT_KERNELS]
         self._launches = [(self._kernels[name], *self._work_sizes[name], name) for name in order]
+        # every substep's last launches when solving (70_impacts.cl)
+        self._impact_launches = ([(self._kernels[name], *self._work_sizes[name], name) for name in IMPACT_KERNELS]
+                                 if self.solving else [])
         if self.solving and self.sleep[0] > 0.0:
             # the sleepers the contacts' records reached compute theirs before the bodies integrate
             at = order.index("compute_contacts") + 1
@@ -262,13 +268,13 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
         phase = self.substeps_done % every
         detecting = phase == 0
         launches = self._launches
-        if every > 1:
-            if detecting:
+        if detecting:
+            if every > 1:
                 a = self.arguments
                 self.cl.enqueue_copy(queue, a["detect_position"], a["body_position"])
                 self.cl.enqueue_copy(queue, a["detect_orientation"], a["body_orientation"])
-            else:
-                launches = self._integrate_launches
+        elif every > 1:
+            launches = self._integrate_launches
         if self.profile:
             for kernels, global_size, local_size, name in launches:
                 self._record(name, enqueue(queue, kernels[parity], global_size, local_size))
@@ -277,6 +283,9 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
                 enqueue(queue, kernels[parity], global_size, local_size)
         if self.solving:
             self._enqueue_pair_solve(parity, detecting, phase == every - 1)
+            # fast bodies put back at their impacts before anything reads the substep's poses
+            for kernels, global_size, local_size, name in self._impact_launches:
+                self._enqueue(kernels[parity], name, global_size, local_size)
         # the double buffers (friction history, touched and rebuild flags) swap once per detection
         if phase == every - 1:
             self.substep_parity = 1 - parity

@@ -25,6 +25,8 @@ from .device import KERNEL_OPENCL_C
 from .device_probe import build_quietly
 from .manifold import (MANIFOLD_DEPTH_BAND, MANIFOLD_GROUPS, MANIFOLD_NORMAL_COSINE, MANIFOLD_PECKING,
                        MANIFOLD_POINTS, MANIFOLD_TOLERANCE)
+from .impacts import (IMPACT_DEPTH, IMPACT_DISTANCE, IMPACT_MOTION, MAX_IMPACT_SAMPLES, TRIANGLE_IMPACT_DEPTH,
+                      TRIANGLE_IMPACT_DISTANCE)
 from .model import STATIC_BODY
 from .pair_colouring import MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
@@ -67,8 +69,11 @@ STAGES = (
     Stage("62_pair_solve.cl", ("solve_pair_contacts", "solve_substep_passes")),
     # after a detection's first substep: islands of touching bodies sleep together
     Stage("63_islands.cl", ("spread_island_quiet", "settle_islands")),
+    # if solving, the substep's last: fast bodies swept and put back at their impacts (impacts.py)
+    Stage("70_impacts.cl", ("sweep_fast_particles", "stop_at_impacts")),
 )
-SOLVE_KERNELS = tuple(kernel for stage in STAGES if stage.number >= 60 for kernel in stage.kernels)
+SOLVE_KERNELS = tuple(kernel for stage in STAGES if 60 <= stage.number < 70 for kernel in stage.kernels)
+IMPACT_KERNELS = tuple(kernel for stage in STAGES if stage.number == 70 for kernel in stage.kernels)
 # the same OpenCL C on every device, macOS's included (device.py refuses a device below it)
 OPENCL_C_STANDARD = "-cl-std=CL%d.%d" % KERNEL_OPENCL_C
 # shared with the kernels, which take them from the build options (kernel_defines)
@@ -221,6 +226,15 @@ def kernel_defines(model, settings, params, neighbour_slots: int, collider_reach
                "how deep a new voxel pair may push in its first substep"),
         Define("SUBSTEPS_PER_DETECTION", settings.substeps_per_detection, "substeps per contact detection"),
         Define("IMPACT_SPEED", float(IMPACT_SPEED), "closing speed (m/s) above which a contact is an impact"),
+        Define("PARTICLE_RADIUS", float(radius), "the particle radius (m)"),
+        Define("IMPACT_MOTION", float(IMPACT_MOTION), "radii a body moves in a step beyond which it is swept"),
+        Define("IMPACT_DISTANCE", float(IMPACT_DISTANCE), "centre distance (radii) at which two voxels first touch"),
+        Define("IMPACT_DEPTH", float(IMPACT_DEPTH), "a sweep this close (radii) to a particle went through it"),
+        Define("TRIANGLE_IMPACT_DISTANCE", float(TRIANGLE_IMPACT_DISTANCE),
+               "distance (radii) from a triangle's plane at which a voxel first touches it"),
+        Define("TRIANGLE_IMPACT_DEPTH", float(TRIANGLE_IMPACT_DEPTH),
+               "a sweep ending this close (radii) to a triangle's plane went into it"),
+        Define("MAX_IMPACT_SAMPLES", MAX_IMPACT_SAMPLES, "grid lookups along one particle's sweep at most"),
         Define("WAKE_PASSES", WAKE_PASSES, "woken passes of compute_contacts per detection"),
         Define("TURNING_ANCHOR", float(TURNING_ANCHOR),
                "fraction of the time to the next detection a plane record's point is taken at"),

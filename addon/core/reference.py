@@ -26,6 +26,7 @@ from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, exposed_faces, is_vo
                           push_out_birth_depth, voxel_pair)
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
+from .impacts import impact_times, interpolated_pose
 from .manifold import MANIFOLD_POINTS, manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import INITIAL_MAX_PAIRS, SPARE_COLOUR_ROUNDS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix, rotate_by_vector
@@ -56,6 +57,8 @@ class ReferenceEngine(StateMixin):
         m = model
         self.x = m.body_position.copy()
         self.q = m.body_orientation.copy()
+        # the poses at the end of the last substep, after its impacts: where the next one's sweeps start
+        self.impact_x, self.impact_q = self.x.copy(), self.q.copy()
         # gravity's half kick: momenta live at half substeps (leapfrog), so free fall is exact
         self.P = (m.body_velocity - 0.5 * self.params.gravity * self.params.substep) * m.body_mass[:, None]
         self.L = np.zeros_like(self.x)
@@ -352,13 +355,13 @@ class ReferenceEngine(StateMixin):
         m = self.model
         pr = self.params
         dt = pr.substep
-        pos, vel, offset_world, state = self.particle_kinematics()
-        force = np.zeros_like(pos)
-        torque = np.zeros_like(pos)
         # contacts detected every substeps_per_detection substeps: between detections the records,
         # pairs and colours stay, their depths following the bodies' motion (_depth_shift)
         every = self.settings.substeps_per_detection
         detecting = self.substeps_done % every == 0
+        pos, vel, offset_world, state = self.particle_kinematics()
+        force = np.zeros_like(pos)
+        torque = np.zeros_like(pos)
         self.x_start, self.q_start = self.x.copy(), self.q.copy()
         if detecting:
             self.x_detect, self.q_detect = self.x.copy(), self.q.copy()
@@ -381,12 +384,23 @@ class ReferenceEngine(StateMixin):
                 self._solve_pairs(kind)
             if detecting and self.sleep[0] > 0:
                 self._sleep_islands()
+            self._stop_at_impacts()
         # what this detection touched, read by the first substep after the next detection (the
         # kernels' double buffer swaps once per detection; later substeps read it cleared)
         self.touched = self.touched_next if last_of_step else np.zeros(m.body_count, dtype=bool)
         self.history_impulse = self.new_history_impulse
         self.time += dt
         self.substeps_done += 1
+
+    def _stop_at_impacts(self):
+        """Fast bodies swept over the substep and put back at their time of impact (70_impacts.cl;
+        core.impacts)."""
+        times = impact_times(self.model, self.impact_x, self.impact_q, self.x, self.q, self.extent,
+                             self.colliders.vertices_now(), self.settings.substeps_per_detection)
+        for b in np.flatnonzero(times < 1.0):
+            self.x[b], self.q[b] = interpolated_pose(self.impact_x[b], self.impact_q[b], self.x[b], self.q[b],
+                                                     times[b])
+        self.impact_x, self.impact_q = self.x.copy(), self.q.copy()
 
     def _detect(self, pos, vel, offset_world, state, force, torque):
         """The substep's contacts (40_contacts.cl compute_contacts): forces and torques per particle

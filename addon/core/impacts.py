@@ -1,0 +1,150 @@
+"""Impacts the speculative contacts cannot see coming: a time-of-impact pass for fast bodies.
+
+Rigid Voxels detect contacts once per step (``substeps_per_detection`` substeps). A contact is found
+when its gap is within the speculative margin plus how far it closes until the next detection, and
+that growth is capped by what the neighbour lists and collider lookups cover (settings.py,
+``SPECULATIVE_REACH``). A body that moves further than that between two detections arrives with no
+record: it ends deep inside what it struck, or beyond it (docs/experiments/impacts.md measures it).
+
+So, as Box2D v3's continuous step ("bullets", ``solver.c`` b2SolveContinuous) and Bullet's CCD
+motion threshold do, the end of every substep sweeps each body that moves faster than
+``IMPACT_MOTION`` radii per detection from its pose at the substep's start to its pose now, against
+the other bodies' particles, the static particles and the triangle colliders where they are now
+(planes need none: their reach has no cap). If the sweep goes deep into something it did not
+already touch, the body is put back at the first moment two voxels could touch; its velocity stays.
+It stays there, substep after substep, until the next detection finds the contact within its
+reach, and the solve stops the body at the face and parts it at its restitution, as it does any
+caught impact. So no substep's pose, and no baked key, shows it inside what it struck; it loses
+the rest of that step's travel (at most one step, 1/60 s), as in Box2D.
+
+Each particle sweeps its chord, the straight line from where it was to where it is: exact for a
+body that only moved, and for one that turned a little per step (the pose at the impact is the
+start and end poses interpolated, as Box2D's sweep does).
+
+- Against another particle, the voxels' boxes (2 r wide) can first touch at a centre distance of
+  ``IMPACT_DISTANCE`` = 2 sqrt(3) radii (corner to corner), so the pose at the impact leaves them
+  apart, face-on by 1.46 r: within the speculative reach (1.75 r) of the next detection. A sweep
+  counts only if its centre comes within ``IMPACT_DEPTH`` radii of a particle it was not that close
+  to at the start: a body sliding along a surface (its centres 2 r from the surface's) is not
+  stopped, and one it already rests on is the contacts' business.
+- Against a triangle, a voxel can first touch at sqrt(3) radii from its plane; a sweep counts if it
+  ends within ``TRIANGLE_IMPACT_DEPTH`` radii of the plane, or crosses it, over the triangle.
+
+``stop_at_impacts`` is the NumPy specification of kernels/70_impacts.cl.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .colliders import closest_point_on_triangle
+from .model import STATIC_BODY
+from .rotations import quaternion_to_matrix
+
+# A body that moves more than this per detection (radii, its centre's travel plus its extent times
+# the angle it turned) is swept: two bodies each under it close at most 1.5 radii a step, within
+# the speculative reach (0.25 + 1.5)
+IMPACT_MOTION = 0.75
+# Centre distance (radii) at which two voxels, boxes 2 r wide, can first touch: corner to corner
+IMPACT_DISTANCE = 2.0 * math.sqrt(3.0)
+# A sweep whose centre comes this close (radii) to another particle's went through it, not past it
+IMPACT_DEPTH = 1.8
+# From a triangle's plane: where a voxel can first touch it, and how close a sweep must end (or
+# cross) to count
+TRIANGLE_IMPACT_DISTANCE = math.sqrt(3.0)
+TRIANGLE_IMPACT_DEPTH = 0.5
+# Samples of a chord the kernel looks up the grid at are at most a grid cell apart; a chord longer
+# than this many cells is looked up at this many points (a body crossing 2,000 radii in a step)
+MAX_IMPACT_SAMPLES = 512
+
+
+def body_motion(x0, q0, x1, q1, extent):
+    """How far (metres) any point of each body moved between the two poses, at most: its centre's
+    travel plus its extent times the angle it turned. q: (w, x, y, z)."""
+    cosine = np.minimum(np.abs(np.einsum("bi,bi->b", q0, q1)), 1.0)
+    return np.linalg.norm(x1 - x0, axis=1) + extent * 2.0 * np.arccos(cosine)
+
+
+def chord_entry_time(p0, d, q, distance, depth):
+    """(n,) earliest fraction t in [0, 1] of the chord p0 + t d at which it is within ``distance``
+    of each point q, for the points it comes within ``depth`` of and was not within ``depth`` of at
+    its start; 1.0 for the others."""
+    w = p0 - q
+    a = float(d @ d)
+    b = w @ d
+    c = np.einsum("ni,ni->n", w, w)
+    if a <= 0.0:
+        return np.ones(len(q))
+    closest = np.clip(-b / a, 0.0, 1.0)
+    gap = w + closest[:, None] * d
+    hit = (c >= depth * depth) & (np.einsum("ni,ni->n", gap, gap) < depth * depth)
+    inside = c - distance * distance
+    root = np.sqrt(np.maximum(b * b - a * inside, 0.0))
+    entry = np.where(inside <= 0.0, 0.0, (-b - root) / a)
+    return np.where(hit, np.clip(entry, 0.0, 1.0), 1.0)
+
+
+def triangle_entry_time(p0, p1, a, b, c, radius):
+    """Earliest fraction of the chord p0 -> p1 at which a voxel there could touch the triangle abc,
+    if the chord ends within TRIANGLE_IMPACT_DEPTH radii of its plane or crosses it, over the
+    triangle, from a start further than that; 1.0 otherwise."""
+    normal = np.cross(b - a, c - a)
+    length = np.linalg.norm(normal)
+    if length <= 0.0:
+        return 1.0
+    normal = normal / length
+    s0 = float(normal @ (p0 - a))
+    s1 = float(normal @ (p1 - a))
+    side = 1.0 if s0 >= 0.0 else -1.0
+    h0, h1 = side * s0, side * s1
+    deep = TRIANGLE_IMPACT_DEPTH * radius
+    if h0 <= deep or h1 >= deep:
+        return 1.0
+    # where the chord comes within the depth: over the triangle (within a radius of it)?
+    at_depth = p0 + (h0 - deep) / (h0 - h1) * (p1 - p0)
+    q, _, _ = closest_point_on_triangle(at_depth, a, b, c)
+    if np.linalg.norm(q - at_depth) >= radius:
+        return 1.0
+    touch = TRIANGLE_IMPACT_DISTANCE * radius
+    return 0.0 if h0 <= touch else (h0 - touch) / (h0 - h1)
+
+
+def impact_times(model, x0, q0, x1, q1, extent, triangle_vertices, substeps_per_detection: int) -> np.ndarray:
+    """(B,) each body's time of impact over its substep's motion from (x0, q0) to (x1, q1), a
+    fraction of it; 1.0 where it meets nothing it would pass, or moves too slowly to be swept."""
+    r = model.particle_radius
+    body = model.particle_body
+    times = np.ones(model.body_count)
+    fast = np.flatnonzero(body_motion(x0, q0, x1, q1, extent) * substeps_per_detection > IMPACT_MOTION * r)
+    if len(fast) == 0:
+        return times
+    # every particle where it is now (the targets)
+    dynamic = body != STATIC_BODY
+    now = model.particle_offset.copy()
+    rot1 = quaternion_to_matrix(q1)
+    now[dynamic] = x1[body[dynamic]] + np.einsum("pij,pj->pi", rot1[body[dynamic]], model.particle_offset[dynamic])
+    rot0 = quaternion_to_matrix(q0)
+    for b in fast:
+        first = model.body_first_particle[b]
+        offsets = model.particle_offset[first:first + model.body_particle_count[b]]
+        start = x0[b] + offsets @ rot0[b].T
+        end = x1[b] + offsets @ rot1[b].T
+        others = now[body != b]
+        best = 1.0
+        for p0, p1 in zip(start, end):
+            d = p1 - p0
+            best = min(best, float(chord_entry_time(p0, d, others, IMPACT_DISTANCE * r, IMPACT_DEPTH * r).min(
+                initial=1.0)))
+            for tri in model.mesh_triangles:
+                best = min(best, triangle_entry_time(p0, p1, *triangle_vertices[tri], r))
+        times[b] = best
+    return times
+
+
+def interpolated_pose(x0, q0, x1, q1, t):
+    """The pose a fraction t of the way from (x0, q0) to (x1, q1): position linear, orientation
+    normalised linear (the shorter way). q: (w, x, y, z)."""
+    sign = 1.0 if float(q0 @ q1) >= 0.0 else -1.0
+    q = (1.0 - t) * q0 + t * sign * q1
+    return (1.0 - t) * x0 + t * x1, q / np.linalg.norm(q)

@@ -1,0 +1,162 @@
+// Stage 70, impacts (Rigid Voxels, the end of every substep): a body that moves further per
+// detection than the speculative contacts reach is swept from its pose at the substep's start to
+// its pose now, each particle along its chord, against the other particles and the triangles where
+// they are now; if it went deep into something it did not already touch, it is put back at the
+// first moment two voxels could touch, its velocity kept, until the next detection finds the
+// contact (Box2D v3's continuous step, Bullet's CCD). addon/core/impacts.py is the specification
+// and says why each number is what it is.
+//
+// Defines: IMPACT_MOTION, IMPACT_DISTANCE, IMPACT_DEPTH, TRIANGLE_IMPACT_DISTANCE,
+// TRIANGLE_IMPACT_DEPTH (radii), MAX_IMPACT_SAMPLES, PARTICLE_RADIUS (metres).
+
+// The fraction of the chord p0 + t d at which it first comes within IMPACT_DISTANCE of q, if it
+// comes within IMPACT_DEPTH of q from further away; 1 otherwise (impacts.chord_entry_time).
+inline float chord_entry_time(float3 p0, float3 d, float3 q)
+{
+    float3 w = p0 - q;
+    float a = dot(d, d), b = dot(w, d), c = dot(w, w);
+    const float depth2 = (IMPACT_DEPTH * PARTICLE_RADIUS) * (IMPACT_DEPTH * PARTICLE_RADIUS);
+    if (c < depth2 || a <= 0.0f) return 1.0f;
+    float closest = clamp(-b / a, 0.0f, 1.0f);
+    float3 gap = w + closest * d;
+    if (dot(gap, gap) >= depth2) return 1.0f;
+    float inside = c - (IMPACT_DISTANCE * PARTICLE_RADIUS) * (IMPACT_DISTANCE * PARTICLE_RADIUS);
+    if (inside <= 0.0f) return 0.0f;
+    return clamp((-b - sqrt(fmax(b * b - a * inside, 0.0f))) / a, 0.0f, 1.0f);
+}
+
+// The same against the triangle abc (impacts.triangle_entry_time).
+inline float triangle_entry_time(float3 p0, float3 p1, float3 a, float3 b, float3 c)
+{
+    float3 normal = cross(b - a, c - a);
+    float length_ = length(normal);
+    if (length_ <= 0.0f) return 1.0f;
+    normal /= length_;
+    float s0 = dot(normal, p0 - a), s1 = dot(normal, p1 - a);
+    float side = (s0 >= 0.0f) ? 1.0f : -1.0f;
+    float h0 = side * s0, h1 = side * s1;
+    const float deep = TRIANGLE_IMPACT_DEPTH * PARTICLE_RADIUS;
+    if (h0 <= deep || h1 >= deep) return 1.0f;
+    float3 at_depth = p0 + (h0 - deep) / (h0 - h1) * (p1 - p0);
+    float3 q, bary;
+    closest_point_on_triangle(at_depth, a, b, c, &q, &bary);
+    if (length(q - at_depth) >= PARTICLE_RADIUS) return 1.0f;
+    const float touch = TRIANGLE_IMPACT_DISTANCE * PARTICLE_RADIUS;
+    return (h0 <= touch) ? 0.0f : (h0 - touch) / (h0 - h1);
+}
+
+inline float body_motion(float4 x0, float4 q0, float4 x1, float4 q1, float extent)
+{
+    float cosine = fmin(fabs(dot(q0, q1)), 1.0f);
+    return length(x1.xyz - x0.xyz) + extent * 2.0f * acos(cosine);
+}
+
+// A work-item per particle: its body's time of impact, the earliest over its particles, as the
+// bits of a float in [0, 1] (positive floats order as their bits: atomic_min keeps it
+// deterministic).
+__kernel void sweep_fast_particles(
+    const int particle_count,
+    const float inv_cell,
+    const int4 grid_bits,
+    __global const uint *scan_local,
+    __global const uint *group_offset,
+    __global const int *sorted_particle,
+    __global const float4 *particle_offset,
+    __global const int *particle_body,
+    __global const float4 *body_position,
+    __global const float4 *body_orientation,
+    __global const float *body_extent,
+    __global const float4 *impact_start_position,
+    __global const float4 *impact_start_orientation,
+    const int large_triangle_count,
+    const float triangle_inv_cell,
+    const uint triangle_mask,
+    const float collider_tau,
+    __global const int4 *triangle_vertices,
+    __global const float4 *collider_vertex,
+    __global const float4 *collider_velocity,
+    __global const int *large_triangles,
+    __global const uint *triangle_bucket_start,
+    __global const int *triangle_items,
+    __global uint *body_impact_time)
+{
+    int i = get_global_id(0);
+    if (i >= particle_count) return;
+    int b = particle_body[i];
+    if (b == STATIC_BODY) return;
+    float4 x0 = impact_start_position[b], q0 = impact_start_orientation[b];
+    float4 x1 = body_position[b], q1 = body_orientation[b];
+    if (body_motion(x0, q0, x1, q1, body_extent[b]) * SUBSTEPS_PER_DETECTION <= IMPACT_MOTION * PARTICLE_RADIUS) return;
+    float3 offset = particle_offset[i].xyz;
+    float3 p0 = x0.xyz + quat_rotate(q0, offset);
+    float3 p1 = x1.xyz + quat_rotate(q1, offset);
+    float3 d = p1 - p0;
+    // samples at most a cell apart: the 27 cells about each hold every particle the chord passes
+    // within IMPACT_DEPTH of (a cell is a diameter plus the skin wide, IMPACT_DEPTH under half of it)
+    float cell = 1.0f / inv_cell;
+    int samples = min((int)ceil(length(d) / cell), MAX_IMPACT_SAMPLES) + 1;
+    float best = 1.0f;
+    for (int k = 0; k < samples; ++k) {
+        float3 at = p0 + d * ((samples > 1) ? (float)k / (float)(samples - 1) : 0.0f);
+        int3 c = cell_of(at, inv_cell);
+        for (int dz = -1; dz <= 1; ++dz)
+            for (int dy = -1; dy <= 1; ++dy)
+                for (int dx = -1; dx <= 1; ++dx) {
+                    uint h = bucket_of(c + (int3)(dx, dy, dz), grid_bits);
+                    uint end = bucket_begin(h + 1, scan_local, group_offset);
+                    for (uint a = bucket_begin(h, scan_local, group_offset); a < end; ++a) {
+                        int j = sorted_particle[a];
+                        int bj = particle_body[j];
+                        if (bj == b) continue;
+                        float3 q = particle_world_position(bj, particle_offset[j].xyz, body_position,
+                                                           body_orientation);
+                        best = fmin(best, chord_entry_time(p0, d, q));
+                    }
+                }
+#if HAS_TRIANGLES
+        uint th = triangle_bucket(convert_int3_sat_rtn(at * triangle_inv_cell), triangle_mask);
+        uint triangle_begin = triangle_bucket_start[th];
+        int candidates = (int)(triangle_bucket_start[th + 1] - triangle_begin) + (k == 0 ? large_triangle_count : 0);
+        for (int n = 0; n < candidates; ++n) {
+            // the large triangles (in no bucket) once, with the first sample
+            int t = (k == 0 && n < large_triangle_count)
+                        ? large_triangles[n]
+                        : triangle_items[triangle_begin + (uint)(n - (k == 0 ? large_triangle_count : 0))];
+            int4 tv = triangle_vertices[t];
+            float3 va = collider_vertex[tv.x].xyz + collider_tau * collider_velocity[tv.x].xyz;
+            float3 vb = collider_vertex[tv.y].xyz + collider_tau * collider_velocity[tv.y].xyz;
+            float3 vc = collider_vertex[tv.z].xyz + collider_tau * collider_velocity[tv.z].xyz;
+            best = fmin(best, triangle_entry_time(p0, p1, va, vb, vc));
+        }
+#endif
+    }
+    if (best < 1.0f) atomic_min(body_impact_time + b, as_uint(best));
+}
+
+// A work-item per body: a body with an impact is put at its pose that fraction of the way from the
+// substep's start (position linear, orientation normalised linear, the shorter way); every body's
+// pose now is where the next substep's sweep starts.
+__kernel void stop_at_impacts(
+    const int body_count,
+    __global float4 *body_position,
+    __global float4 *body_orientation,
+    __global float4 *impact_start_position,
+    __global float4 *impact_start_orientation,
+    __global uint *body_impact_time)
+{
+    int b = get_global_id(0);
+    if (b >= body_count) return;
+    float t = as_float(body_impact_time[b]);
+    float4 x1 = body_position[b], q1 = body_orientation[b];
+    if (t < 1.0f) {
+        float4 x0 = impact_start_position[b], q0 = impact_start_orientation[b];
+        float sign = (dot(q0, q1) >= 0.0f) ? 1.0f : -1.0f;
+        x1 = (float4)((1.0f - t) * x0.xyz + t * x1.xyz, 0.0f);
+        q1 = normalize((1.0f - t) * q0 + (t * sign) * q1);
+        body_position[b] = x1;
+        body_orientation[b] = q1;
+        body_impact_time[b] = as_uint(1.0f);
+    }
+    impact_start_position[b] = x1;
+    impact_start_orientation[b] = q1;
+}
