@@ -197,8 +197,8 @@ inline void collider_contacts(
 #if RIGID_VOXELS
         // a turning voxel's record holds the point that touches at TURNING_ANCHOR of the step, not
         // the one that touches now: its depth then follows that body point through the substeps
-        // (62_pair_solve.cl depth_shift), while the lowest point of a box turning 10 rad/s changes
-        // corners within a step and went 4 cm into the ground untracked
+        // (60_solve.cl load_pair_point's depth_shift), while the lowest point of a box turning
+        // 10 rad/s changes corners within a step and went 4 cm into the ground untracked
         float3 u_turned = rotate_by_vector(-normal, -TURNING_ANCHOR * SPECULATIVE_TIME * w_i);
 #else
         float3 u_turned = -normal;

@@ -6,8 +6,9 @@
 // push-out moves bodies without becoming speed. A contact deeper than the slop is soft
 // (solve_constants.w < 1: a damped spring solved as a pass that reaches massScale of the rigid
 // impulse, pushes out at biasRate times the excess depth and leaks 1 - massScale of the impulse it
-// holds; rigid in the relax passes). The passes over the body pairs, colour after colour, are
-// 62_pair_solve.cl's.
+// holds; rigid in the relax passes). Here: the bodies and the records as a pass reads them, and
+// one point's part of a pass (solve_pair_point); the passes over the body pairs, colour after
+// colour, and each manifold's friction at its centre are 62_pair_solve.cl's.
 
 typedef struct {
     float3 v;
@@ -171,4 +172,118 @@ inline void change_body_momenta(
     body_angular_momentum[b] = (float4)(L, 0.0f);
     body_velocity[b] = (float4)(v, 0.0f);
     body_angular_velocity[b] = (float4)(angular_velocity(q, body_inv_inertia + 9 * b, L), 0.0f);
+}
+
+// The pair's velocities (a and b, as the pass sees them) after impulse j on a at arm_a and -j on b
+// at arm_b (b.body < 0: a static side, unmoved)
+inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, float3 j)
+{
+    a->v += j * a->inv_mass;
+    a->w += inverse_inertia_times(*a, cross(arm_a, j));
+    if (b->body >= 0) {
+        b->v -= j * b->inv_mass;
+        b->w -= inverse_inertia_times(*b, cross(arm_b, j));
+    }
+}
+
+// How the pair's two bodies moved since the contacts' detection (SUBSTEPS_PER_DETECTION > 1):
+// each point's depth at the substep's start follows from it (Box2D's relative anchors; the
+// normal stays)
+typedef struct {
+    float3 moved_a, moved_b;
+    float4 turned_a, turned_b;
+} PairMotion;
+
+// point ``slot`` of the pair; its depth only with ``deepened`` (the warm start and the friction
+// read none)
+inline PairPoint load_pair_point(__global const float4 *solve_record, int slot, int stride, PairMotion m, bool has_b,
+                                 bool deepened)
+{
+    int k = slot / stride, i = slot - k * stride;
+    __global const float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
+    float4 f0 = r[0], f1 = r[stride];
+    PairPoint p;
+    p.n = f0.xyz;
+    p.arm = f1.xyz;
+    p.f2 = r[2 * stride];
+    p.lambda = r[3 * stride];
+    p.f4 = r[4 * stride];
+    p.slot = slot;
+    float depth_shift = 0.0f;
+#if SUBSTEPS_PER_DETECTION > 1
+    if (deepened) {
+        float3 shift = m.moved_a + quat_rotate(m.turned_a, p.arm) - p.arm;
+        if (has_b) shift -= m.moved_b + quat_rotate(m.turned_b, p.f2.xyz) - p.f2.xyz;
+        depth_shift = dot(shift, p.n);
+    }
+#endif
+    p.depth = f1.w + depth_shift;
+    return p;
+}
+
+// Point p's accumulated impulses after a restitution pass (manifolds only; Box2D's
+// b2ApplyRestitution, reference.py _restitution_impulse), at a detection's last substep after the
+// relax passes, on pairs where either body takes an impact: a point that approached faster than
+// IMPACT_SPEED at its detection (f4.z) and carried a normal impulse since (f4.w: a speculative
+// point that never touched does not bounce, one that touched and parted within the step does) is
+// given the normal impulse that parts it at its restitution (f4.y) times that speed; any other
+// point stops closing as in a relax pass, so the bodies under a struck one hold while it rebounds.
+// Rigid, velocities only; the accumulated impulse stays >= 0.
+inline float4 restitution_impulse(PairPoint p, SolveBody a, SolveBody b, float substep, float slop)
+{
+    float4 lambda = p.lambda, f4 = p.f4;
+    float3 n = p.n, arm_i = p.arm;
+    float3 arm_j = other_arm(p, b);
+    float3 v_j = (b.body >= 0) ? b.v + cross(b.w, arm_j) : p.f2.xyz;
+    float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
+    float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
+                  ? -f4.y * f4.z
+                  : fmax((slop - p.depth) / substep, 0.0f);
+    float k_n = inverse_mass(a, arm_i, n) + ((b.body >= 0) ? inverse_mass(b, arm_j, n) : 0.0f);
+    lambda.w = fmax(lambda.w + p.f2.w * (vn - allowed) / k_n, 0.0f);
+    return lambda;
+}
+
+// The sums a pass gathers over the pair's points: the impulse on the first body and its moments
+// about both bodies' centres
+typedef struct {
+    float3 impulse, moment_a, moment_b;
+} PairSums;
+
+// (arm_b: other_arm; a static side's is its velocity, and its moment unused)
+inline void add_point_impulse(PairSums *sums, float3 arm_a, float3 arm_b, float3 j)
+{
+    sums->impulse += j;
+    sums->moment_a += cross(arm_a, j);
+    sums->moment_b -= cross(arm_b, j);
+}
+
+inline void store_pair_point(__global float4 *solve_record, __global float4 *history_impulse_out, PairPoint p, int stride)
+{
+    int k = p.slot / stride, i = p.slot - k * stride;
+    __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
+    r[3 * stride] = p.lambda;
+    r[4 * stride].w = p.f4.w;
+    history_impulse_out[p.slot] = p.lambda;
+}
+
+// One point of a pass (solve_kind below): its impulse applied to both sides' velocities (not in
+// the warm start, which only sums the impulses the points start with) and added to the sums
+inline void solve_pair_point(PairPoint *p, int kind, SolveBody *A, SolveBody *B, float substep, float4 constants,
+                             PairSums *sums, __global float4 *solve_record, __global float4 *history_impulse_out,
+                             int stride)
+{
+    if (kind == 0) {
+        add_point_impulse(sums, p->arm, other_arm(*p, *B), -p->lambda.w * p->n + p->lambda.xyz);
+        return;
+    }
+    float4 next = (kind == 3) ? restitution_impulse(*p, *A, *B, substep, constants.x)
+                              : solve_point_impulse(*p, *A, *B, substep, constants, kind == 2);
+    float3 j = -(next.w - p->lambda.w) * p->n + (next.xyz - p->lambda.xyz);  // this pass's impulse on b
+    p->lambda = next;
+    p->f4.w = fmax(p->f4.w, next.w);  // the most it carried since its detection
+    store_pair_point(solve_record, history_impulse_out, *p, stride);
+    float3 arm_b = other_arm(*p, *B);
+    add_point_impulse(sums, p->arm, arm_b, j);
+    move_pair(A, B, p->arm, arm_b, j);
 }

@@ -6,21 +6,9 @@
 // pairs): a pass over all colours carries a load down a whole stack. solve_kind: 0 the warm start
 // (the impulses the records start with), 1 a solve pass, 2 a relax pass (no push-out, velocities
 // only, then each manifold's friction at its centre), 3 a restitution pass (after the relax passes
-// of a detection's last substep, restitution_impulse).
+// of a detection's last substep, restitution_impulse in 60_solve.cl).
 
 // SOLVE_PASS_BACKWARD: a build option (opencl_program.py), the host adds it to a pass's kind
-
-// The pair's velocities (a and b, as the pass sees them) after impulse j on a at arm_a and -j on b
-// at arm_b (b.body < 0: a static side, unmoved)
-inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, float3 j)
-{
-    a->v += j * a->inv_mass;
-    a->w += inverse_inertia_times(*a, cross(arm_a, j));
-    if (b->body >= 0) {
-        b->v -= j * b->inv_mass;
-        b->w -= inverse_inertia_times(*b, cross(arm_b, j));
-    }
-}
 
 // On a GPU the pair's points are read into private memory once per pass (PairPoint, 60_solve.cl),
 // all of them before the first is solved, when there are at most PAIR_CACHE (a define from the
@@ -28,108 +16,6 @@ inline void move_pair(SolveBody *a, SolveBody *b, float3 arm_a, float3 arm_b, fl
 // global memory (its slot, then its fields) per loop over the points, and the relax passes loop
 // four times; a colour's launch lasts its slowest pair's chain. A CPU, which waits on no such
 // chain, and a pair with more points (several manifolds) read each point as it comes.
-
-// How the pair's two bodies moved since the contacts' detection (SUBSTEPS_PER_DETECTION > 1):
-// each point's depth at the substep's start follows from it (Box2D's relative anchors; the
-// normal stays)
-typedef struct {
-    float3 moved_a, moved_b;
-    float4 turned_a, turned_b;
-} PairMotion;
-
-// point ``slot`` of the pair; its depth only with ``deepened`` (the warm start and the friction
-// read none)
-inline PairPoint load_pair_point(__global const float4 *solve_record, int slot, int stride, PairMotion m, bool has_b,
-                                 bool deepened)
-{
-    int k = slot / stride, i = slot - k * stride;
-    __global const float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
-    float4 f0 = r[0], f1 = r[stride];
-    PairPoint p;
-    p.n = f0.xyz;
-    p.arm = f1.xyz;
-    p.f2 = r[2 * stride];
-    p.lambda = r[3 * stride];
-    p.f4 = r[4 * stride];
-    p.slot = slot;
-    float depth_shift = 0.0f;
-#if SUBSTEPS_PER_DETECTION > 1
-    if (deepened) {
-        float3 shift = m.moved_a + quat_rotate(m.turned_a, p.arm) - p.arm;
-        if (has_b) shift -= m.moved_b + quat_rotate(m.turned_b, p.f2.xyz) - p.f2.xyz;
-        depth_shift = dot(shift, p.n);
-    }
-#endif
-    p.depth = f1.w + depth_shift;
-    return p;
-}
-
-// Point p's accumulated impulses after a restitution pass (manifolds only; Box2D's
-// b2ApplyRestitution, reference.py _restitution_impulse), at a detection's last substep after the
-// relax passes, on pairs where either body takes an impact: a point that approached faster than
-// IMPACT_SPEED at its detection (f4.z) and carried a normal impulse since (f4.w: a speculative
-// point that never touched does not bounce, one that touched and parted within the step does) is
-// given the normal impulse that parts it at its restitution (f4.y) times that speed; any other
-// point stops closing as in a relax pass, so the bodies under a struck one hold while it rebounds.
-// Rigid, velocities only; the accumulated impulse stays >= 0.
-inline float4 restitution_impulse(PairPoint p, SolveBody a, SolveBody b, float substep, float slop)
-{
-    float4 lambda = p.lambda, f4 = p.f4;
-    float3 n = p.n, arm_i = p.arm;
-    float3 arm_j = other_arm(p, b);
-    float3 v_j = (b.body >= 0) ? b.v + cross(b.w, arm_j) : p.f2.xyz;
-    float vn = dot(a.v + cross(a.w, arm_i) - v_j, n);  // > 0: closing
-    float allowed = (f4.z > IMPACT_SPEED && f4.w > 0.0f && f4.y > 0.0f)
-                  ? -f4.y * f4.z
-                  : fmax((slop - p.depth) / substep, 0.0f);
-    float k_n = inverse_mass(a, arm_i, n) + ((b.body >= 0) ? inverse_mass(b, arm_j, n) : 0.0f);
-    lambda.w = fmax(lambda.w + p.f2.w * (vn - allowed) / k_n, 0.0f);
-    return lambda;
-}
-
-// The sums a pass gathers over the pair's points: the impulse on the first body and its moments
-// about both bodies' centres
-typedef struct {
-    float3 impulse, moment_a, moment_b;
-} PairSums;
-
-// (arm_b: other_arm; a static side's is its velocity, and its moment unused)
-inline void add_point_impulse(PairSums *sums, float3 arm_a, float3 arm_b, float3 j)
-{
-    sums->impulse += j;
-    sums->moment_a += cross(arm_a, j);
-    sums->moment_b -= cross(arm_b, j);
-}
-
-inline void store_pair_point(__global float4 *solve_record, __global float4 *history_impulse_out, PairPoint p, int stride)
-{
-    int k = p.slot / stride, i = p.slot - k * stride;
-    __global float4 *r = solve_record + k * SOLVE_FIELDS * stride + i;
-    r[3 * stride] = p.lambda;
-    r[4 * stride].w = p.f4.w;
-    history_impulse_out[p.slot] = p.lambda;
-}
-
-// One point of a pass (solve_kind below): its impulse applied to both sides' velocities (not in
-// the warm start, which only sums the impulses the points start with) and added to the sums
-inline void solve_pair_point(PairPoint *p, int kind, SolveBody *A, SolveBody *B, float substep, float4 constants,
-                             PairSums *sums, __global float4 *solve_record, __global float4 *history_impulse_out,
-                             int stride)
-{
-    if (kind == 0) {
-        add_point_impulse(sums, p->arm, other_arm(*p, *B), -p->lambda.w * p->n + p->lambda.xyz);
-        return;
-    }
-    float4 next = (kind == 3) ? restitution_impulse(*p, *A, *B, substep, constants.x)
-                              : solve_point_impulse(*p, *A, *B, substep, constants, kind == 2);
-    float3 j = -(next.w - p->lambda.w) * p->n + (next.xyz - p->lambda.xyz);  // this pass's impulse on b
-    p->lambda = next;
-    p->f4.w = fmax(p->f4.w, next.w);  // the most it carried since its detection
-    store_pair_point(solve_record, history_impulse_out, *p, stride);
-    float3 arm_b = other_arm(*p, *B);
-    add_point_impulse(sums, p->arm, arm_b, j);
-    move_pair(A, B, p->arm, arm_b, j);
-}
 
 // Box3D's friction of a manifold at its centre and its twist about its normal n (reference.py
 // _centre_friction), from the velocities now: the centre's tangential impulse ``held`` (the
@@ -305,51 +191,53 @@ inline void centre_friction_uncached(__global const int *records, int count, int
     }
 }
 
+// What a pass reads and writes besides its colour, its kind and its share of the colour's pairs:
+// the kernels' parameters of these names, gathered once at each kernel's entry
+typedef struct {
+    int max_pairs;
+    int history_stride;
+    float substep;
+    float4 solve_constants;                      // slop (m), push-out speed (m/s), bias rate (1/s), mass scale
+    __global const int *colour_start;
+    __global const int4 *colour_pairs;           // (slot g, other side, first record, record count)
+    __global const int *body_impact;
+    float4 sleep;
+    __global const float *body_quiet;
+    __global const int *pair_records;
+    __global float4 *solve_record;
+    __global const float *body_mass;
+    __global const float *body_inv_inertia;
+    __global float4 *body_position;
+    __global float4 *body_orientation;
+    __global float4 *body_momentum;
+    __global float4 *body_angular_momentum;
+    __global float4 *body_velocity;
+    __global float4 *body_angular_velocity;
+    __global float4 *history_impulse_out;
+    __global const float4 *start_position;       // the bodies' poses at the substep's start and at the
+    __global const float4 *start_orientation;    // last detection (SUBSTEPS_PER_DETECTION > 1)
+    __global const float4 *detect_position;
+    __global const float4 *detect_orientation;
+} PairSolve;
+
 // One pass of one colour over its pairs: this work-item takes the pairs first, first + step, ...
-inline void solve_colour_pairs(
-    const int solve_colour,
-    const int solve_kind,
-    const int first,
-    const int step,
-    const int max_pairs,
-    const int history_stride,
-    const float substep,
-    const float4 solve_constants,      // slop (m), push-out speed (m/s), bias rate (1/s), mass scale
-    __global const int *colour_start,
-    __global const int4 *colour_pairs,   // (slot g, other side, first record, record count)
-    __global const int *body_impact,
-    const float4 sleep,
-    __global const float *body_quiet,
-    __global const int *pair_records,
-    __global float4 *solve_record,
-    __global const float *body_mass,
-    __global const float *body_inv_inertia,
-    __global float4 *body_position,
-    __global float4 *body_orientation,
-    __global float4 *body_momentum,
-    __global float4 *body_angular_momentum,
-    __global float4 *body_velocity,
-    __global float4 *body_angular_velocity,
-    __global float4 *history_impulse_out,
-    __global const float4 *start_position,   // the bodies' poses at the substep's start and at the
-    __global const float4 *start_orientation,  // last detection (SUBSTEPS_PER_DETECTION > 1)
-    __global const float4 *detect_position,
-    __global const float4 *detect_orientation)
+inline void solve_colour_pairs(const int solve_colour, const int solve_kind, const int first, const int step,
+                               PairSolve ps)
 {
     // a colour's pairs share no body, so its work-items take them in any order, each as many as
     // the launch (sized from the last detection's count) leaves; the overflow (solve_colour ==
     // colour_limit, launched as one work-item) one after another in slot order
-    int end = colour_start[solve_colour + 1];
-    for (int at = colour_start[solve_colour] + first; at < end; at += step) {
-        int4 pair = colour_pairs[at];
-        int b = pair.x / max_pairs, c = pair.y;
-        int stride = history_stride;
+    int end = ps.colour_start[solve_colour + 1];
+    for (int at = ps.colour_start[solve_colour] + first; at < end; at += step) {
+        int4 pair = ps.colour_pairs[at];
+        int b = pair.x / ps.max_pairs, c = pair.y;
+        int stride = ps.history_stride;
         // solve_kind: the pass's kind (above), plus SOLVE_PASS_BACKWARD for a sweep from the pair's last
         // point to its first
         int kind = solve_kind & (SOLVE_PASS_BACKWARD - 1);
         bool backward = solve_kind & SOLVE_PASS_BACKWARD;
         bool relax = kind == 2, restitution = kind == 3;
-        bool struck = body_impact[b] || (c >= 0 && body_impact[c]);
+        bool struck = ps.body_impact[b] || (c >= 0 && ps.body_impact[c]);
         if (restitution && !struck) continue;  // no impact on either body: nothing to part
         // the points one after another, every other substep last to first (the host adds
         // SOLVE_PASS_BACKWARD): the first point takes more of a pass than the last, and always the same
@@ -358,16 +246,19 @@ inline void solve_colour_pairs(
         // soft contacts, but rigid where either body takes an impact this substep: a soft contact
         // under an impact's load gives way (its leak) and the impact's rebound with it (a cube dropped
         // on a resting one rebounded at 0.75-0.88 of its restitution)
-        float4 constants = solve_constants;
+        float4 constants = ps.solve_constants;
         if (struck) constants.w = 1.0f;
-        FoundBody found_a = found_body(b, body_position, body_orientation, body_momentum, body_angular_momentum,
-                                       body_velocity, body_angular_velocity, body_mass);
-        FoundBody found_b = found_body(c, body_position, body_orientation, body_momentum, body_angular_momentum,
-                                       body_velocity, body_angular_velocity, body_mass);
-        SolveBody A = solve_body(found_a, body_inv_inertia), B = solve_body(found_b, body_inv_inertia);
+        FoundBody found_a = found_body(b, ps.body_position, ps.body_orientation, ps.body_momentum,
+                                       ps.body_angular_momentum, ps.body_velocity, ps.body_angular_velocity,
+                                       ps.body_mass);
+        FoundBody found_b = found_body(c, ps.body_position, ps.body_orientation, ps.body_momentum,
+                                       ps.body_angular_momentum, ps.body_velocity, ps.body_angular_velocity,
+                                       ps.body_mass);
+        SolveBody A = solve_body(found_a, ps.body_inv_inertia), B = solve_body(found_b, ps.body_inv_inertia);
         // a body that fell asleep after this detection's listing (63_islands.cl), or a sleeping
         // partner, holds like a static side: the pass moves the awake side only; two sleepers wait
-        bool a_sleeps = is_asleep(body_quiet[b], sleep), b_sleeps = c >= 0 && is_asleep(body_quiet[c], sleep);
+        bool a_sleeps = is_asleep(ps.body_quiet[b], ps.sleep);
+        bool b_sleeps = c >= 0 && is_asleep(ps.body_quiet[c], ps.sleep);
         if (a_sleeps && (c < 0 || b_sleeps)) continue;
         if (a_sleeps) hold_still(&A);
         if (b_sleeps) hold_still(&B);
@@ -381,12 +272,12 @@ inline void solve_colour_pairs(
             // detection, whose arms already meet.
             if (relax || restitution) {
                 B.arms_now = 1;
-                B.from_a = body_position[b].xyz - body_position[c].xyz;
+                B.from_a = ps.body_position[b].xyz - ps.body_position[c].xyz;
             }
     #if SUBSTEPS_PER_DETECTION > 1
             else {
                 B.arms_now = 1;
-                B.from_a = start_position[b].xyz - start_position[c].xyz;
+                B.from_a = ps.start_position[b].xyz - ps.start_position[c].xyz;
             }
     #endif
         }
@@ -394,16 +285,16 @@ inline void solve_colour_pairs(
         motion.moved_a = motion.moved_b = (float3)(0.0f);
         motion.turned_a = motion.turned_b = (float4)(0.0f, 0.0f, 0.0f, 1.0f);
     #if SUBSTEPS_PER_DETECTION > 1
-        motion.moved_a = start_position[b].xyz - detect_position[b].xyz;
-        motion.turned_a = quat_multiply(start_orientation[b], quat_conjugate(detect_orientation[b]));
+        motion.moved_a = ps.start_position[b].xyz - ps.detect_position[b].xyz;
+        motion.turned_a = quat_multiply(ps.start_orientation[b], quat_conjugate(ps.detect_orientation[b]));
         if (c >= 0) {
-            motion.moved_b = start_position[c].xyz - detect_position[c].xyz;
-            motion.turned_b = quat_multiply(start_orientation[c], quat_conjugate(detect_orientation[c]));
+            motion.moved_b = ps.start_position[c].xyz - ps.detect_position[c].xyz;
+            motion.turned_b = quat_multiply(ps.start_orientation[c], quat_conjugate(ps.detect_orientation[c]));
         }
     #endif
         PairSums sums;
         sums.impulse = sums.moment_a = sums.moment_b = (float3)(0.0f);
-        __global const int *records = pair_records + pair.z;
+        __global const int *records = ps.pair_records + pair.z;
         int record_count = pair.w;
 #if PAIR_CACHE > 0
         if (record_count > 0 && record_count <= PAIR_CACHE) {
@@ -412,36 +303,36 @@ inline void solve_colour_pairs(
             PairPoint points[PAIR_CACHE];
             #pragma unroll
             for (int t = 0; t < PAIR_CACHE; ++t)
-                points[t] = load_pair_point(solve_record, records[min(t, record_count - 1)], stride, motion, c >= 0,
+                points[t] = load_pair_point(ps.solve_record, records[min(t, record_count - 1)], stride, motion, c >= 0,
                                             true);  // (a constant: a branch per point cost the 100k pile 1.5 %)
             if (backward) {
                 #pragma unroll
                 for (int t = PAIR_CACHE - 1; t >= 0; --t)
                     if (t < record_count)
-                        solve_pair_point(&points[t], kind, &A, &B, substep, constants, &sums, solve_record,
-                                         history_impulse_out, stride);
+                        solve_pair_point(&points[t], kind, &A, &B, ps.substep, constants, &sums, ps.solve_record,
+                                         ps.history_impulse_out, stride);
             } else {
                 #pragma unroll
                 for (int t = 0; t < PAIR_CACHE; ++t)
                     if (t < record_count)
-                        solve_pair_point(&points[t], kind, &A, &B, substep, constants, &sums, solve_record,
-                                         history_impulse_out, stride);
+                        solve_pair_point(&points[t], kind, &A, &B, ps.substep, constants, &sums, ps.solve_record,
+                                         ps.history_impulse_out, stride);
             }
             // friction after the normals, in the relax passes (Box2D's order)
             if (relax)
-                centre_friction(points, record_count, &A, &B, &sums, solve_record, history_impulse_out, stride);
+                centre_friction(points, record_count, &A, &B, &sums, ps.solve_record, ps.history_impulse_out, stride);
         } else
 #endif
         {
             for (int t = 0; t < record_count; ++t) {
-                PairPoint p = load_pair_point(solve_record, records[backward ? record_count - 1 - t : t], stride,
+                PairPoint p = load_pair_point(ps.solve_record, records[backward ? record_count - 1 - t : t], stride,
                                               motion, c >= 0, kind != 0);
-                solve_pair_point(&p, kind, &A, &B, substep, constants, &sums, solve_record, history_impulse_out,
-                                 stride);
+                solve_pair_point(&p, kind, &A, &B, ps.substep, constants, &sums, ps.solve_record,
+                                 ps.history_impulse_out, stride);
             }
             if (relax)
-                centre_friction_uncached(records, record_count, stride, motion, &A, &B, &sums, solve_record,
-                                         history_impulse_out);
+                centre_friction_uncached(records, record_count, stride, motion, &A, &B, &sums, ps.solve_record,
+                                         ps.history_impulse_out);
         }
         bool move = kind < 2;  // relax and restitution: velocities only
         // a held sleeper takes nothing: it wakes in the detection an awake body's records reach it,
@@ -449,13 +340,13 @@ inline void solve_colour_pairs(
         // still is at most a resting support; kept, a support's share of a resting load became a push
         // at its waking (a stack at a 500-cube pile's edge wobbled apart at 0.5 m/s)
         if (!a_sleeps)
-            change_body_momenta(found_a, sums.impulse, sums.moment_a, substep, move, body_inv_inertia, body_position,
-                                body_orientation, body_momentum, body_angular_momentum, body_velocity,
-                                body_angular_velocity);
+            change_body_momenta(found_a, sums.impulse, sums.moment_a, ps.substep, move, ps.body_inv_inertia,
+                                ps.body_position, ps.body_orientation, ps.body_momentum, ps.body_angular_momentum,
+                                ps.body_velocity, ps.body_angular_velocity);
         if (c >= 0 && !b_sleeps)
-            change_body_momenta(found_b, -sums.impulse, sums.moment_b, substep, move, body_inv_inertia, body_position,
-                                body_orientation, body_momentum, body_angular_momentum, body_velocity,
-                                body_angular_velocity);
+            change_body_momenta(found_b, -sums.impulse, sums.moment_b, ps.substep, move, ps.body_inv_inertia,
+                                ps.body_position, ps.body_orientation, ps.body_momentum, ps.body_angular_momentum,
+                                ps.body_velocity, ps.body_angular_velocity);
     }
 }
 
@@ -487,7 +378,12 @@ __kernel void solve_pair_contacts(
     __global const float4 *detect_position,
     __global const float4 *detect_orientation)
 {
-    solve_colour_pairs(solve_colour, solve_kind, get_global_id(0), get_global_size(0), max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact, sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position, body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity, history_impulse_out, start_position, start_orientation, detect_position, detect_orientation);
+    PairSolve ps = {max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact,
+                    sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position,
+                    body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity,
+                    history_impulse_out, start_position, start_orientation, detect_position,
+                    detect_orientation};
+    solve_colour_pairs(solve_colour, solve_kind, get_global_id(0), get_global_size(0), ps);
 }
 
 // A substep's passes in one launch (NVIDIA GPUs, where the host sizes the launch to one work-group
@@ -528,6 +424,11 @@ __kernel void solve_substep_passes(
     __global const float4 *detect_position,
     __global const float4 *detect_orientation)
 {
+    PairSolve ps = {max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact,
+                    sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position,
+                    body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity,
+                    history_impulse_out, start_position, start_orientation, detect_position,
+                    detect_orientation};
     int first = get_global_id(0), step = get_global_size(0), groups = get_num_groups(0);
     int passes = 1 + solve_passes + relax_passes + restitution_passes;
     volatile __local int arrived;  // grid_barrier's word to the group: every group arrived
@@ -535,12 +436,12 @@ __kernel void solve_substep_passes(
         int kind = pass == 0 ? 0 : pass <= solve_passes ? 1 : pass <= solve_passes + relax_passes ? 2 : 3;
         if (kind && sweep_backward) kind |= SOLVE_PASS_BACKWARD;
         for (int colour = 0; colour < colour_limit; ++colour) {
-            solve_colour_pairs(colour, kind, first, step, max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact, sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position, body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity, history_impulse_out, start_position, start_orientation, detect_position, detect_orientation);
+            solve_colour_pairs(colour, kind, first, step, ps);
             if (!grid_barrier(grid_sync, groups, &arrived))
                 return;
         }
         if (first == 0)
-            solve_colour_pairs(colour_limit, kind, 0, 1, max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact, sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position, body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity, history_impulse_out, start_position, start_orientation, detect_position, detect_orientation);
+            solve_colour_pairs(colour_limit, kind, 0, 1, ps);
         if (!grid_barrier(grid_sync, groups, &arrived))
             return;
     }

@@ -644,7 +644,7 @@ class ReferenceEngine(StateMixin):
         return max(normal + mass_scale * share * (vn - allowed) / k_n - impulse_scale * normal, 0.0)
 
     def _restitution_impulse(self, record, b, velocity, omega):
-        """The record's normal impulse in a restitution pass (62_pair_solve.cl restitution_impulse;
+        """The record's normal impulse in a restitution pass (60_solve.cl restitution_impulse;
         Box2D's b2ApplyRestitution): a point that approached faster than IMPACT_SPEED at its
         detection and carried a normal impulse since is given the one that parts it at its
         restitution times that speed; any other point stops closing (as in a relax pass), so the
