@@ -132,7 +132,7 @@ inline uint bucket_begin(uint h, __global const uint *scan_local, __global const
 
 // ---------------------------------------------------------------------------------------------
 // the contact law (seed eq. 5.15-5.20, plus Coulomb friction and rolling resistance), shared by
-// particle pairs (40_contacts.cl) and colliders (30_colliders.cl)
+// particle pairs (32_sphere_pairs.cl, 34_voxel_pairs.cl) and colliders (30_colliders.cl)
 
 // The masses one contact of a body moves, for damping (0: static, infinite).
 // .x: what one contact of a flat face carries (Model.body_effective_mass), which the damping is
@@ -327,3 +327,64 @@ inline int add_contact(
     *torque += couple;
     return taken;
 }
+
+// ---------------------------------------------------------------------------------------------
+// What compute_contacts (40_contacts.cl) hands the contact of a pair of particles: a sphere pair
+// (32_sphere_pairs.cl) or a voxel pair (34_voxel_pairs.cl)
+
+// Particle i as its contacts see it, read once by its work-item: bucket slot s, its body, its
+// centre p, the offset r from the body's centre, the centre's velocity v and the body's angular
+// velocity w, the body's contact masses (contact_mass), its material, whether its body sleeps.
+typedef struct {
+    int i, s, body;
+    float3 p, r, v, w;
+    float2 mass;
+    int material;
+    bool asleep;
+} ContactParticle;
+
+// What a pair's contact reads besides the two particles (and body_touched_out, which it writes):
+// compute_contacts' arguments of these names, gathered once at its entry
+typedef struct {
+    ContactConstants cc;
+    __global const int *sorted_particle;          // bucket slot -> particle index (the friction key)
+    __global const int *particle_material;
+    __global const float2 *body_contact_mass;
+    __global const float4 *body_position;
+    __global const float4 *body_velocity;
+    __global const float4 *body_angular_velocity;
+    __global const float *body_quiet;
+    float4 sleep;
+    __global const float *pair_damping_ratio;     // the material pairs' tables (MATERIAL_COUNT squared)
+    __global const float *pair_friction;
+    __global const float *pair_rolling;
+    __global int *body_touched_out;               // Particles: an awake body touched this sleeper
+    // a particle's voxel: whole voxels meet as cubes, colliders meet its corners or support sphere
+    __global const float *particle_corner_reach;  // whole voxels (>= WHOLE_VOXEL_REACH) meet as cubes
+    __global const float4 *particle_support_sphere;
+    __global const uchar *particle_faces;         // exposed faces: bit 2k +axis k, 2k + 1 -axis k
+    __global const float4 *body_orientation;
+    __global const float4 *body_lattice;          // voxel lattice axes in the body frame
+} PairInputs;
+
+// Particle i's friction history as its contacts read and take it: the keys its last substep's
+// contacts kept (old_key, in private memory; the springs are read from global memory only on a
+// match: keeping all of them in private memory cost registers, spills on the GPU), slot k's spring
+// at old_xi[k * stride] (slot-major, stride = particle count), the slots this substep's contacts
+// take (new_key, new_xi, slots) and their records for the solve.
+typedef struct {
+    int old_key[FRICTION_SLOTS];
+    __global const float4 *old_xi;
+    __global int *new_key;
+    __global float4 *new_xi;
+    int stride;
+    FrictionSlots slots;
+    SolveRecords records;
+} FrictionHistory;
+
+// What particle i's contacts add up: the force, the torque about the particle's centre, and how
+// far its contact count is from its slots' (a voxel pair counts for its share)
+typedef struct {
+    float3 force, torque;
+    float count_adjust;
+} ContactSums;

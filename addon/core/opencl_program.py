@@ -2,8 +2,9 @@
 
 STAGES lists the stage files in the order of their numbers and the kernels each launches, in
 launch order: the grid (bucket, scan, scatter, sort; only in substeps that rebuild it), the gather
-into bucket order, the contact forces per particle (colliders: functions the contact kernel calls),
-per body the sum of its particles' forces and the integration, and Rigid Voxels' solve and islands.
+into bucket order, the contact forces per particle (colliders and each geometry's particle pairs:
+functions the contact kernel calls), per body the sum of its particles' forces and the
+integration, and Rigid Voxels' solve and islands.
 
 Every ``-D`` option comes from one table, ``kernel_defines``: a row per define (name, value, what
 it means). The constants Python and the kernels share (SOLVE_FIELDS, SCAN_LOCAL_SIZE,
@@ -58,6 +59,9 @@ STAGES = (
                          "sort_buckets")),
     Stage("20_gather.cl", ("gather_particles",)),
     Stage("30_colliders.cl"),  # planes and triangles: functions compute_contacts calls
+    # each contact geometry between bodies' particles: functions compute_contacts calls
+    Stage("32_sphere_pairs.cl"),  # sphere against sphere (Particles; Rigid Voxels' round voxels)
+    Stage("34_voxel_pairs.cl"),  # whole voxel against whole voxel, box against box (Rigid Voxels)
     Stage("40_contacts.cl", ("compute_contacts",)),
     Stage("50_bodies.cl", ("integrate_bodies",)),
     Stage("60_solve.cl"),  # the solve's passes over one record: functions solve_pair_contacts calls

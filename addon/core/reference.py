@@ -289,8 +289,8 @@ class ReferenceEngine(StateMixin):
 
     def _voxel_pair(self, i, j, pos, vel, state, asleep, slots_in, permitted_in, slots_out, touched_next, force,
                     torque):
-        """The pair (i, j) of two bodies' whole voxels under voxel contacts (40_contacts.cl
-        particle_pair_contact): box against box, computed with the lower body's voxel first on both
+        """The pair (i, j) of two bodies' whole voxels under voxel contacts (34_voxel_pairs.cl
+        voxel_pair_contact): box against box, computed with the lower body's voxel first on both
         sides, the contact law at the one point between them, scaled by the pair's share."""
         m = self.model
         b, bj = m.particle_body[i], m.particle_body[j]
@@ -315,7 +315,7 @@ class ReferenceEngine(StateMixin):
         point_velocity_j = state.velocity[bj] + np.cross(omega_j, point - self.x[bj])
         # contact_law takes j's side as a centre moving with -arm; the point is j's at point - pos[j]
         vel_j = point_velocity_j + np.cross(omega_j, arm)
-        # push-out (40_contacts.cl voxel_pair_contact): how deep the pair's spring may push grows from
+        # push-out (34_voxel_pairs.cl voxel_pair_contact): how deep the pair's spring may push grows from
         # the birth depth by the closing speed plus PUSH_OUT_SPEED per second (not while parting faster)
         slot = self._history_slot(slots_in[0], j)
         permitted = self.push_out_birth_depth if slot is None else permitted_in[slot]
@@ -329,7 +329,7 @@ class ReferenceEngine(StateMixin):
                                    self._particle_material(j), self._contact_mass(bj), slots_in, slots_out, depth)
         if slot is not None:
             slots_out[4][slot] = permitted
-            # the damping cap counts the pair for its share (40_contacts.cl voxel_pair_contact)
+            # the damping cap counts the pair for its share (34_voxel_pairs.cl voxel_pair_contact)
             slots_out[3] += share - 1.0
             self._record(i, slot, slots_in, j, n, bj, point - self.x[b], depth, point - self.x[bj], share,
                          self._particle_material(j), closing)
@@ -494,7 +494,7 @@ class ReferenceEngine(StateMixin):
             f, t, slot = self._contact(i, j, n, 0.5 * dist * n, 2 * r - dist, vel[i], omega_i, vel[j], omega_j,
                                        self._particle_material(j), mass_j, slots_in, slots_out)
             if not self.settings.contact_springs and slot is not None:
-                # without springs the solve holds it too (40_contacts.cl particle_pair_contact)
+                # without springs the solve holds it too (32_sphere_pairs.cl sphere_pair_contact)
                 point = pos[i] + 0.5 * dist * n
                 self._record(i, slot, slots_in, j, n, bj, offset_world[i] + 0.5 * dist * n, 2 * r - dist,
                              point - self.x[bj] if bj != STATIC_BODY else zero, 1.0, self._particle_material(j),

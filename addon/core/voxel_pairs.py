@@ -19,7 +19,7 @@ in any lateral offset, carries 9 full contacts, as a flat face should).
 Both sides of a pair compute it in one order (the lower body's voxel first) and get the same axis,
 depth, point and share: the two forces are equal, opposite and act at one point, so momentum is
 kept with friction. Other pairs (a sphere-like voxel on either side, a static particle) stay
-particle contacts. Mirrored by voxel_pair in kernels/40_contacts.cl.
+particle contacts. Mirrored by voxel_pair in kernels/34_voxel_pairs.cl.
 """
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r, margin=0.0, dv=N
     point, share)."""
     d = p_j - p_i
     # Gottschalk's box test: every axis's reaches, and the centres' offset and relative velocity
-    # along it, from the 3x3 products of the two lattices' axes (40_contacts.cl voxel_pair, where
+    # along it, from the 3x3 products of the two lattices' axes (34_voxel_pairs.cl voxel_pair, where
     # this took a PoCL call from 152 to 86 ns against fifteen generic axes)
     R = frame_i.T @ frame_j
     AR = np.abs(R)
