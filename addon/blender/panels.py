@@ -220,7 +220,7 @@ class PRB_PT_scene(bpy.types.Panel):
             layout.prop(s, "particle_radius")
         layout.prop(s, "contact_geometry")
         geometry = CONTACT_GEOMETRY.get(s.contact_geometry)
-        # solved contacts have no stiffness (core settings.derive_contact_parameters)
+        # solved contacts have no stiffness (core settings.derive_solver_parameters)
         if geometry is not None and geometry.springs:
             layout.prop(s, "stiffness_mode")
             if manual_stiffness(s):

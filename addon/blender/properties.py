@@ -22,13 +22,11 @@ ROLE_ITEMS = (
     (ROLE_IGNORED, "Ignored", "Never part of the simulation, even when selected"),
 )
 ROLE_LABELS = {identifier: label for identifier, label, _ in ROLE_ITEMS}
-# SimulationSettings.contact_geometry. Each item has the number a .blend stores for it, fixed so that
-# a saved choice reads back as itself when items come and go; a retired item's number is never reused
-# (RETIRED_CONTACT_GEOMETRIES says what a file still holding it chose).
-CONTACT_GEOMETRY_NUMBERS = {"particles": 0, "voxels": 2}
+# SimulationSettings.contact_geometry. Each item has the number a .blend stores for it
+# (ContactGeometry.number); RETIRED_CONTACT_GEOMETRIES says what a file still holding a retired one chose.
 RETIRED_CONTACT_GEOMETRIES = {
     1: "Flat Faces, which was retired (Rigid Voxels rest faces flat and stand stacks and walls)"}
-CONTACT_GEOMETRY_ITEMS = tuple((g.name, g.label, g.tooltip(), CONTACT_GEOMETRY_NUMBERS[g.name])
+CONTACT_GEOMETRY_ITEMS = tuple((g.name, g.label, g.tooltip(), g.number)
                                for g in CONTACT_GEOMETRY.values())
 # Bake To (job.BAKE_MODES); the first is the default
 BAKE_MODE_ITEMS = (

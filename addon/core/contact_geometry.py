@@ -13,6 +13,10 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class ContactGeometry:
     name: str  # SimulationSettings.contact_geometry, the CLI's --contact-geometry
+    # the number a .blend stores for it (the Contacts menu item's): fixed, so that a saved choice
+    # reads back as itself when geometries come and go; a retired geometry's number is never reused
+    # (blender/properties.py RETIRED_CONTACT_GEOMETRIES)
+    number: int
     label: str  # the panel's Contacts menu
     description: str  # what a user sees of it (the menu item's tooltip, before the cost)
     summary: str  # the same in a few words (the Contacts tooltip, --help)
@@ -20,6 +24,8 @@ class ContactGeometry:
     # True: contacts are springs (a force from depth and speed, stepped explicitly, the substep set by
     # their stiffness); False: contacts solved at the velocity level (the solve's settings below)
     springs: bool
+    # True: two bodies' whole voxels meet box against box (voxel_pairs); False: particles meet as spheres
+    voxel_pairs: bool
     # Springs' stiffness target (fraction of the particle radius a contact sinks under the design load)
     target_penetration: float
     # The solve's defaults (SimulationSettings): passes and relax passes per substep, substeps per
@@ -43,19 +49,19 @@ class ContactGeometry:
 
 
 PARTICLES = ContactGeometry(
-    name="particles", label="Particles (fast)",
+    name="particles", number=0, label="Particles (fast)",
     description="Bodies meet particle against particle. A face rests on the tops of the other body's particles, so "
                 "a 1 m cube across the joint of two sinks about 4.5 cm and rows of offset cubes nest",
     summary="sphere against sphere, faces settling into the hollows between particles",
     cost="the faster of the two on a GPU",
     # piles flow at any stiffness (E4, E10): stiffer springs only cost substeps
-    springs=True, target_penetration=0.05, solve_passes=0, relax_passes=0, substeps_per_detection=1,
+    springs=True, voxel_pairs=False, target_penetration=0.05, solve_passes=0, relax_passes=0, substeps_per_detection=1,
     solve_hertz_fraction=0.0, substep=None,
     # a skin of 0.5 measured fastest (docs/experiments/engine-layouts.md); rebuilt after 0.45 of it
     # (a little under half, for float rounding)
     neighbour_skin=0.5, neighbour_slots=16, rebuild_fraction=0.45)
 VOXELS = ContactGeometry(
-    name="voxels", label="Rigid Voxels",
+    name="voxels", number=2, label="Rigid Voxels",
     description="Solid bodies meet voxel against voxel, box against box, and a velocity solve keeps them from "
                 "sinking into each other: flat faces, sharp edges, still stacks, bounces at the bounciness set, and "
                 "piles that stand like rigid boxes (a 1000-cube pile within 2.2 % of Blender's Bullet) instead of "
@@ -67,7 +73,7 @@ VOXELS = ContactGeometry(
     # 2 relax passes (with 1 the relax pass's sweep order left a two-substep limit cycle in small
     # stacks, rigid-step.md "Sweep orders"), contacts detected once per step, soft at a quarter of
     # the substep rate
-    springs=False, target_penetration=0.05, solve_passes=2, relax_passes=2, substeps_per_detection=4,
+    springs=False, voxel_pairs=True, target_penetration=0.05, solve_passes=2, relax_passes=2, substeps_per_detection=4,
     solve_hertz_fraction=0.25, substep=1.0 / 240.0,
     # voxel_pairs meets up to VOXEL_PAIR_REACH (2 sqrt(3)) radii apart: the engine sets the rebuild
     # fraction so that every pair within it stays listed (0.12 of a diameter's skin: 3.52 r)

@@ -19,7 +19,7 @@ from .model import STATIC_BODY, body_extents
 from .opencl_program import SCAN_GROUP_ITEMS, SOLVE_FIELDS, ByParity
 from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS
 from .rotations import quaternion_to_matrix
-from .settings import FRICTION_SLOTS, sleep_argument
+from .settings import FRICTION_SLOTS
 from .voxel_pairs import exposed_faces
 
 # Device buffers whose size grows with the scene, one row each: what _upload and _allocate_pairs
@@ -395,8 +395,8 @@ class DeviceBuffers:
         a["pair_rolling"] = buffer(pr.rolling_friction.astype(np.float32).ravel())
 
         # triangle colliders
-        self.colliders = ColliderMotion(m, self.collider_reach)
-        self.sleep = sleep_argument(self.params, self.solving, self.colliders.moving)
+        self.colliders = ColliderMotion(m, self.params.collider_reach)
+        self.sleep = self.params.sleep_argument(self.colliders.moving)
         triangle_vertices = np.zeros((m.triangle_count, 4), dtype=np.int32)
         triangle_vertices[:, :3] = m.mesh_triangles
         triangle_vertices[:, 3] = m.triangle_material

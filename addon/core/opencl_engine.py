@@ -28,19 +28,15 @@ import math
 
 import numpy as np
 
-from .contact_geometry import CONTACT_GEOMETRY
 from .device import create_context
 from .device_buffers import DeviceBuffers, round_up, vec4
 from .model import Model
 from .opencl_program import (BODY_GROUP_SIZE, IMPACT_KERNELS, LAUNCH_ORDER, SCAN_LOCAL_SIZE, SOLVE_KERNELS, ByParity,
                              build_options,
                              build_program, choose_body_lanes, kernel_defines)
-from .settings import (FRICTION_SLOTS, WAKE_PASSES, SimulationSettings, collider_speculative_reach, derive_contact_parameters,
-                       solve_softness)
+from .settings import FRICTION_SLOTS, WAKE_PASSES, SimulationSettings, SolverParameters, solver_parameters
 from .solve_launches import SolveLaunches, one_launch_passes
 from .state import BodyState, StateMixin
-from .voxel_corners import collider_reach
-from .voxel_pairs import voxel_pair_reach
 
 # Neighbour lists: the skin, a fraction of the particle diameter, is how far the lists reach beyond
 # contact distance (grid cells are a diameter plus the skin wide); rebuilt once any body moved by a
@@ -50,17 +46,18 @@ from .voxel_pairs import voxel_pair_reach
 
 
 class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
-    def __init__(self, model: Model, settings: SimulationSettings | None = None, profile: bool = False,
-                 neighbour_skin: float | None = None, neighbour_slots: int | None = None):
-        """neighbour_skin (fraction of the particle diameter) and neighbour_slots tune the neighbour
+    def __init__(self, model: Model, parameters: SolverParameters | SimulationSettings | None = None,
+                 profile: bool = False, neighbour_skin: float | None = None, neighbour_slots: int | None = None):
+        """parameters: the solver's (Simulation's), or settings to derive them from (solver_parameters).
+        neighbour_skin (fraction of the particle diameter) and neighbour_slots tune the neighbour
         lists; results do not depend on them beyond float rounding (tests and benchmarks vary them).
         None: the contact geometry's (contact_geometry.ContactGeometry)."""
         import pyopencl as cl
 
         self.cl = cl
         self.model = model
-        self.settings = settings or SimulationSettings()
-        self.params = derive_contact_parameters(model, self.settings)
+        self.params = solver_parameters(model, parameters)
+        self.settings = self.params.settings
         self.context, self.device_info = create_context(self.settings.device)
         # profile: record an event per kernel so benchmarks can split the substep (costs a little)
         self.profile = profile
@@ -71,11 +68,11 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
         self.queue = cl.CommandQueue(self.context, properties=properties)
         self.time = 0.0
         self.substeps_done = 0
-        self.voxel_contacts = self.settings.contact_geometry == "voxels"
+        geometry = self.params.geometry
+        self.voxel_contacts = geometry.voxel_pairs
         # the velocity solve over the contacts' records (kernels 60-62): Rigid Voxels only
         self.solve_passes = self.settings.solve_passes
-        self.solving = self.solve_passes > 0
-        geometry = CONTACT_GEOMETRY[self.settings.contact_geometry]
+        self.solving = self.params.solving
         if neighbour_skin is None:
             neighbour_skin = geometry.neighbour_skin
         if neighbour_slots is None:
@@ -85,7 +82,7 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
         self.rebuild_fraction = geometry.rebuild_fraction
         if self.rebuild_fraction is None:  # Rigid Voxels: from their pair reach and this skin
             # every pair within VOXEL_PAIR_REACH listed: d (1 + skin (1 - 2 fraction)) >= reach, with 10 % to spare
-            reach = voxel_pair_reach(self.settings.speculative_margin)
+            reach = self.params.voxel_pair_reach
             self.rebuild_fraction = 0.45 * (1.0 - (reach / 2.0 - 1.0) / neighbour_skin)
             if self.rebuild_fraction <= 0.0:
                 raise ValueError(f"voxel contacts need a neighbour skin over {reach / 2 - 1:.3f}, "
@@ -93,10 +90,8 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
         self.neighbour_skin = float(neighbour_skin)
         self.neighbour_slots = int(neighbour_slots)
         self.body_lanes = choose_body_lanes(model.body_particle_count, self.device_info.is_gpu)
-        # how far colliders reach from a particle's centre: a define, and the triangle lookups' growth
-        self.collider_reach = collider_reach(model) + collider_speculative_reach(self.settings) * model.particle_radius
-        self.kernel_defines = kernel_defines(model, self.settings, self.params, self.neighbour_slots,
-                                             self.collider_reach, self.body_lanes, self.solving, self.device_info)
+        self.kernel_defines = kernel_defines(model, self.params, self.neighbour_slots, self.body_lanes,
+                                             self.device_info)
         self.build_options = tuple(build_options(self.kernel_defines))
         self.program, self.kernel_parameters = build_program(self.context, list(self.build_options))
         # one instance of each kernel per parity of the substep, so that the double buffers'
@@ -159,9 +154,8 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
             neighbour_reach2=np.float32((diameter * (1.0 + self.neighbour_skin)) ** 2),
             # the geometry's rebuild fraction of the skin: under half, both bodies of a pair may move that far
             rebuild_distance=np.float32(self.rebuild_fraction * diameter * self.neighbour_skin),
-            solve_constants=np.array([self.settings.solve_slop * pr.radius, self.settings.solve_push_speed,
-                                      *solve_softness(pr.substep, self.settings.solve_hertz_fraction)],
-                                     dtype=np.float32),
+            solve_constants=np.array([pr.solve_slop, self.settings.solve_push_speed, pr.solve_bias_rate,
+                                      pr.solve_mass_scale], dtype=np.float32),
             max_pairs=np.int32(self.max_pairs),
             colour_limit=np.int32(1),  # set per detection by _colour_pairs
             # set per launch by _enqueue_pair_solve

@@ -31,11 +31,9 @@ from .impacts import (IMPACT_DEPTH, IMPACT_DISTANCE, IMPACT_MOTION, MAX_IMPACT_S
 from .model import STATIC_BODY
 from .pair_colouring import MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
-                       ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH, TURNING_ANCHOR, WAKE_PASSES,
-                       speculative_time)
+                       ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH, TURNING_ANCHOR, WAKE_PASSES)
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, SUPPORT_SPHERE_REACH
-from .voxel_pairs import (EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGES, PUSH_OUT_SPEED,
-                          WHOLE_VOXEL_REACH, push_out_birth_depth, voxel_pair_reach)
+from .voxel_pairs import EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGES, PUSH_OUT_SPEED, WHOLE_VOXEL_REACH
 
 KERNEL_DIR = Path(__file__).resolve().parents[2] / "kernels"
 
@@ -175,10 +173,10 @@ class Define:
         return f"-D{self.name}={text}"
 
 
-def kernel_defines(model, settings, params, neighbour_slots: int, collider_reach: float, body_lanes: int,
-                   solving: bool, device_info) -> tuple[Define, ...]:
-    """Every define the kernels are built with, in the order of their options. ``collider_reach``:
-    how far colliders reach from a particle's centre (world units); the rest as in OpenCLEngine."""
+def kernel_defines(model, params, neighbour_slots: int, body_lanes: int, device_info) -> tuple[Define, ...]:
+    """Every define the kernels are built with, in the order of their options (params: the solver's,
+    settings.SolverParameters; the rest as in OpenCLEngine)."""
+    settings = params.settings
     radius = model.particle_radius
     margin = float(settings.speculative_margin)
     return (
@@ -203,17 +201,17 @@ def kernel_defines(model, settings, params, neighbour_slots: int, collider_reach
                "a triangle's edge contact this close to its normal is its face's"),
         Define("SUPPORT_SPHERE_REACH", float(SUPPORT_SPHERE_REACH),
                "how far (radii) a support sphere's patch may reach"),
-        Define("COLLIDER_REACH", float(collider_reach / radius), "colliders' reach from a particle, in radii"),
+        Define("COLLIDER_REACH", float(params.collider_reach / radius), "colliders' reach from a particle, in radii"),
         Define("HAS_TRIANGLES", int(model.triangle_count > 0), "1 if the scene has triangle colliders"),
         Define("BODY_LANES", body_lanes, "work-items summing one body's particles"),
         Define("BODY_GROUP_SIZE", BODY_GROUP_SIZE, "work-items per group of integrate_bodies"),
         # one fact: Rigid Voxels' contacts are voxel pairs, each a record of the solve, and no
         # springs (ContactGeometry.springs); Particles' are springs between spheres
-        Define("RIGID_VOXELS", int(solving), "1: voxel pairs and the velocity solve; 0: springs"),
-        Define("VOXEL_PAIR_REACH2", float((voxel_pair_reach(settings.speculative_margin) * radius) ** 2),
+        Define("RIGID_VOXELS", int(params.solving), "1: voxel pairs and the velocity solve; 0: springs"),
+        Define("VOXEL_PAIR_REACH2", float((params.voxel_pair_reach * radius) ** 2),
                "squared centre distance within which two voxels are a pair"),
         Define("SPECULATIVE_MARGIN", margin, "the speculative contacts' margin"),
-        Define("SPECULATIVE_TIME", float(speculative_time(settings, params.substep)),
+        Define("SPECULATIVE_TIME", float(params.speculative_time),
                "seconds a closing speed is projected over at a detection"),
         Define("SPECULATIVE_REACH", float(SPECULATIVE_REACH), "the speculative growth's cap, in radii"),
         Define("COLLIDER_SPECULATIVE_REACH", float(COLLIDER_SPECULATIVE_REACH), "the same against triangle colliders"),
@@ -226,7 +224,7 @@ def kernel_defines(model, settings, params, neighbour_slots: int, collider_reach
         Define("PARALLEL_EDGES", float(PARALLEL_EDGES), "lattice axes' cross products shorter than this are parallel"),
         Define("PUSH_OUT_SPEED", float(PUSH_OUT_SPEED),
                "the push-out's depth grows by the closing speed plus this (m/s)"),
-        Define("PUSH_OUT_BIRTH_DEPTH", float(push_out_birth_depth(params, settings)),
+        Define("PUSH_OUT_BIRTH_DEPTH", float(params.push_out_birth_depth),
                "how deep a new voxel pair may push in its first substep"),
         Define("SUBSTEPS_PER_DETECTION", settings.substeps_per_detection, "substeps per contact detection"),
         Define("IMPACT_SPEED", float(IMPACT_SPEED), "closing speed (m/s) above which a contact is an impact"),

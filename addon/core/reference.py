@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .voxel_pairs import (PUSH_OUT_SPEED, voxel_pair_reach, exposed_faces, is_voxel_pair,
-                          push_out_birth_depth, voxel_pair)
+from .voxel_pairs import PUSH_OUT_SPEED, exposed_faces, is_voxel_pair, voxel_pair
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, ColliderMotion, closest_point_on_triangle
 from .model import STATIC_BODY, Model, body_extents
 from .impacts import impact_times, interpolated_pose
@@ -32,10 +31,9 @@ from .pair_colouring import INITIAL_MAX_PAIRS, SPARE_COLOUR_ROUNDS, colour_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix, rotate_by_vector
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED, TURNING_ANCHOR, WAKE_PASSES,
                        MANIFOLD_RESTITUTION_PASSES, ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH,
-                       SimulationSettings, collider_speculative_reach, derive_contact_parameters, sleep_argument,
-                       solve_softness, speculative_time)
+                       SimulationSettings, SolverParameters, solver_parameters)
 from .state import BodyState, StateMixin
-from .voxel_corners import FACE_LIKE_COSINE, collider_reach, voxel_support
+from .voxel_corners import FACE_LIKE_COSINE, voxel_support
 
 EMPTY_SLOT = -1
 
@@ -48,10 +46,11 @@ def plane_key(plane_index: int) -> int:
 class ReferenceEngine(StateMixin):
     """Same model, parameters and step as ``OpenCLEngine``, in float64 NumPy."""
 
-    def __init__(self, model: Model, settings: SimulationSettings | None = None):
+    def __init__(self, model: Model, parameters: SolverParameters | SimulationSettings | None = None):
+        """parameters: the solver's (Simulation's), or settings to derive them from (solver_parameters)."""
         self.model = model
-        self.settings = settings or SimulationSettings()
-        self.params = derive_contact_parameters(model, self.settings)
+        self.params = solver_parameters(model, parameters)
+        self.settings = self.params.settings
         self.time = 0.0
         self.substeps_done = 0
         m = model
@@ -71,7 +70,7 @@ class ReferenceEngine(StateMixin):
         self.history_permitted = np.zeros((m.particle_count, FRICTION_SLOTS))
         self.dynamic = m.particle_body != STATIC_BODY
         # speculative contacts reach the margin, and its growth with the closing speed, further
-        self.colliders = ColliderMotion(m, collider_reach(m) + collider_speculative_reach(self.settings) * m.particle_radius)
+        self.colliders = ColliderMotion(m, self.params.collider_reach)
         self.extent = body_extents(m)
         # how long each body has been still (SimulationSettings.sleep_speed): seconds with springs,
         # substeps with the solve, asleep from sleep[1] on (self.sleep)
@@ -86,15 +85,13 @@ class ReferenceEngine(StateMixin):
         # share: bounds the damping (DAMPING_LIMIT)
         self.contact_share = m.body_effective_mass.copy()
         # whole voxels of two bodies meeting box against box (core.voxel_pairs)
-        self.voxels = self.settings.contact_geometry == "voxels"
+        self.voxels = self.params.geometry.voxel_pairs
         self.faces = exposed_faces(m) if self.voxels else None
         self.margin = self.settings.speculative_margin  # radii
-        self.speculative_time = speculative_time(self.settings, self.params.substep)
-        self.push_out_birth_depth = push_out_birth_depth(self.params, self.settings)
         self.solve_passes = self.settings.solve_passes
         # the velocity solve (Rigid Voxels); it reads a voxel pair's record on the lower body's side only
-        self.solving = self.solve_passes > 0
-        self.sleep = sleep_argument(self.params, self.solving, self.colliders.moving)
+        self.solving = self.params.solving
+        self.sleep = self.params.sleep_argument(self.colliders.moving)
         self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
         # what the detections so far needed, taken one detection late as the kernels read it
         # back (solve_launches._colour_pairs): None before the first detection
@@ -173,7 +170,7 @@ class ReferenceEngine(StateMixin):
         if self.voxels:
             # every pair as far as whole voxels reach (40_contacts.cl): spheres' margins grow with
             # their closing speed within it (_detect)
-            reach2[:] = (voxel_pair_reach(self.margin) * m.particle_radius) ** 2
+            reach2[:] = (self.params.voxel_pair_reach * m.particle_radius) ** 2
         close = (dist2 < reach2) & (body[:, None] != body[None, :]) & self.dynamic[:, None]
         np.fill_diagonal(close, False)
         return np.argwhere(close)
@@ -318,7 +315,7 @@ class ReferenceEngine(StateMixin):
         # push-out (34_voxel_pairs.cl voxel_pair_contact): how deep the pair's spring may push grows from
         # the birth depth by the closing speed plus PUSH_OUT_SPEED per second (not while parting faster)
         slot = self._history_slot(slots_in[0], j)
-        permitted = self.push_out_birth_depth if slot is None else permitted_in[slot]
+        permitted = self.params.push_out_birth_depth if slot is None else permitted_in[slot]
         closing = (vel[i] + np.cross(omega_i, arm) - point_velocity_j) @ n
         parting_fast = -closing > PUSH_OUT_SPEED
         permitted += (max(closing, 0.0) + (0.0 if parting_fast else PUSH_OUT_SPEED)) * self.params.substep
@@ -339,17 +336,17 @@ class ReferenceEngine(StateMixin):
     def _speculative_growth(self, closing: float) -> float:
         """How much further than the margin a contact closing at this speed is detected (metres;
         30_colliders.cl speculative_growth)."""
-        return min(max(closing, 0.0) * self.speculative_time, SPECULATIVE_REACH * self.model.particle_radius)
+        return min(max(closing, 0.0) * self.params.speculative_time, SPECULATIVE_REACH * self.model.particle_radius)
 
     def _collider_speculative_growth(self, closing: float) -> float:
         """A triangle collider's: up to COLLIDER_SPECULATIVE_REACH radii (30_colliders.cl
         collider_speculative_growth)."""
-        return min(max(closing, 0.0) * self.speculative_time, COLLIDER_SPECULATIVE_REACH * self.model.particle_radius)
+        return min(max(closing, 0.0) * self.params.speculative_time, COLLIDER_SPECULATIVE_REACH * self.model.particle_radius)
 
     def _plane_speculative_growth(self, closing: float) -> float:
         """A plane's: the whole way it closes until the next detection (30_colliders.cl
         plane_speculative_growth)."""
-        return max(closing, 0.0) * self.speculative_time
+        return max(closing, 0.0) * self.params.speculative_time
 
     def _step(self):
         m = self.model
@@ -508,7 +505,7 @@ class ReferenceEngine(StateMixin):
         for g in range(m.plane_count):
             height = (pos[i] - m.plane_point[g]) @ m.plane_normal[g]
             # the point that touches at TURNING_ANCHOR of the step (30_colliders.cl)
-            u_turned = (rotate_by_vector(-m.plane_normal[g], -TURNING_ANCHOR * self.speculative_time * omega_i)
+            u_turned = (rotate_by_vector(-m.plane_normal[g], -TURNING_ANCHOR * self.params.speculative_time * omega_i)
                         if self.solving else None)
             depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r, sphere, u_turned)
             if height < depth + self.margin * r + self._plane_speculative_growth(
@@ -628,12 +625,12 @@ class ReferenceEngine(StateMixin):
         slop (Box2D's soft step) unless ``rigid``. Friction is the manifold's (_centre_friction)."""
         n, other, arm_i, depth, arm_j, share, _, _, _, _, normal, _, _, _ = record
         depth += self._depth_shift(record, b)
-        dt = self.params.substep
-        slop = self.settings.solve_slop * self.model.particle_radius
-        bias_rate, soft_mass_scale = solve_softness(dt, 0.0 if rigid else self.settings.solve_hertz_fraction)
+        pr = self.params
+        slop = pr.solve_slop
+        bias_rate, soft_mass_scale = (0.0, 1.0) if rigid else (pr.solve_bias_rate, pr.solve_mass_scale)
         v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
         vn = (velocity[b] + np.cross(omega[b], arm_i) - v_j) @ n
-        allowed = (slop - depth) / dt
+        allowed = (slop - depth) / pr.substep
         mass_scale, impulse_scale = 1.0, 0.0
         if kind != "relax" and allowed < 0.0 and soft_mass_scale < 1.0:
             allowed = -bias_rate * (depth - slop)
@@ -656,7 +653,7 @@ class ReferenceEngine(StateMixin):
             allowed = -restitution * impact
         else:
             depth += self._depth_shift(record, b)
-            allowed = max((self.settings.solve_slop * self.model.particle_radius - depth) / self.params.substep, 0.0)
+            allowed = max((self.params.solve_slop - depth) / self.params.substep, 0.0)
         k_n = self._inverse_mass(b, arm_i, n) + self._inverse_mass(other, arm_j, n)
         return max(normal + share * (vn - allowed) / k_n, 0.0)
 
@@ -757,7 +754,7 @@ class ReferenceEngine(StateMixin):
             return
         records = [record for _, record in listed]
         kept = reduce_manifold(np.array([r[0] for r in records]), np.array([r[2] for r in records]),
-                               np.array([r[3] + r[8] * self.speculative_time for r in records]), MANIFOLD_POINTS,
+                               np.array([r[3] + r[8] * self.params.speculative_time for r in records]), MANIFOLD_POINTS,
                                self.model.particle_radius)
         for t, (i, record) in enumerate(listed):
             if t in kept:

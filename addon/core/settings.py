@@ -1,4 +1,4 @@
-"""Simulation settings and the contact parameters derived from them.
+"""Simulation settings and the solver's parameters derived from them once (SolverParameters).
 
 Stiffness comes from a physical target rather than a magic number: a particle at the bottom of a
 column of material ``load_height`` tall (default: ten times the tallest body) may sink at most
@@ -19,6 +19,8 @@ import numpy as np
 
 from .contact_geometry import CONTACT_GEOMETRIES, CONTACT_GEOMETRY, ContactGeometry
 from .model import Material, Model
+from .voxel_corners import collider_reach
+from .voxel_pairs import PUSH_OUT_BIRTH_LOAD, voxel_pair_reach
 
 # Fraction of the contact's natural period per substep: 2*pi/omega / SUBSTEP_FRACTION. Below
 # ~1/15 the explicit scheme loses energy visibly; far below it only costs time.
@@ -47,24 +49,6 @@ DAMPING_LIMIT = 0.9
 # (Box2D's contact damping ratio).
 DEFAULT_SOLVE_SLOP = 0.001
 SOLVE_DAMPING_RATIO = 10.0
-
-
-def speculative_time(settings: "SimulationSettings", substep: float) -> float:
-    """Seconds a contact's closing speed is projected over when it is detected: until the next
-    detection without springs, none with them (springs push out whatever they find)."""
-    return 0.0 if settings.contact_springs else settings.substeps_per_detection * substep
-
-
-def speculative_reach(settings: "SimulationSettings") -> float:
-    """How far (particle radii) beyond touching a contact may be detected: the margin, and its
-    growth with the closing speed without springs."""
-    return settings.speculative_margin + (0.0 if settings.contact_springs else SPECULATIVE_REACH)
-
-
-def collider_speculative_reach(settings: "SimulationSettings") -> float:
-    """The same for triangle colliders, whose lookup is built to reach this far (planes have no
-    bound)."""
-    return settings.speculative_margin + (0.0 if settings.contact_springs else COLLIDER_SPECULATIVE_REACH)
 
 
 def solve_softness(substep: float, hertz_fraction: float) -> tuple[float, float]:
@@ -290,10 +274,16 @@ MANUAL_PARTICLE_RADIUS = 0.05
 MANUAL_SUBSTEPS = 100
 
 
-@dataclass
-class ContactParameters:
-    """Numbers the engines actually use, derived once from a Model and SimulationSettings."""
+@dataclass(frozen=True)
+class SolverParameters:
+    """What the engines step with, derived once from a Model and SimulationSettings
+    (derive_solver_parameters). Simulation derives them and hands them to its engine, as NVIDIA
+    Newton sets its solver up once; an engine built from settings alone derives them itself
+    (solver_parameters). The kernels take each under the same name (opencl_program.kernel_defines,
+    OpenCLEngine.arguments)."""
 
+    settings: SimulationSettings = field(repr=False)  # what they are derived from, the substep included
+    geometry: ContactGeometry = field(repr=False)  # settings.geometry
     radius: float
     stiffness: float
     tangential_stiffness: float
@@ -308,6 +298,36 @@ class ContactParameters:
     friction: np.ndarray = field(repr=False)  # (M, M) mu for each material pair
     rolling_friction: np.ndarray = field(repr=False)  # (M, M) rolling resistance for each pair
     restitution: np.ndarray = field(repr=False)  # (M, M) e for each material pair (the velocity solve)
+    # Rigid Voxels' velocity solve (contacts that are not springs: settings.solve_passes > 0)
+    solving: bool
+    solve_slop: float  # metres a contact may go deep before it stops closing
+    solve_bias_rate: float  # 1/s and
+    solve_mass_scale: float  # of the soft contacts (solve_softness; rigid: 0 and 1)
+    # Speculative contacts: seconds a closing speed is projected over at a detection (until the next
+    # one; none with springs, which push out whatever they find), and how far apart (particle radii)
+    # two whole voxels' centres may be and still be a pair (voxel_pairs.voxel_pair_reach)
+    speculative_time: float
+    voxel_pair_reach: float
+    # how far from a particle's centre (metres) a collider may touch it, speculation included: the
+    # triangle lookups' growth and the kernels' COLLIDER_REACH
+    collider_reach: float
+    push_out_birth_depth: float  # metres a new voxel pair may push in its first substep (voxel_pairs)
+
+    def sleep_argument(self, colliders_moving: bool) -> np.ndarray:
+        """The kernels' ``sleep`` (and the reference's): the speed under which a body is still (0: no
+        sleeping), what its quiet count reaches asleep, the acceleration that wakes it (springs), and
+        1 where a sleeper skips its contacts. With springs quiet counts seconds. With the solve it
+        counts substeps, exactly, so every device and the reference put a body to sleep at the same
+        substep; bodies sleep by islands (63_islands.cl), and not while colliders move (a moving
+        collider touching a sleeper would not wake it)."""
+        speed = self.sleep_speed
+        threshold = self.sleep_time
+        if self.solving:
+            threshold = float(max(2, round(self.sleep_time / self.substep)))
+            if colliders_moving:
+                speed = 0.0
+        return np.array([speed, threshold, self.wake_acceleration, 0.0 if colliders_moving else 1.0],
+                        dtype=np.float32)
 
 
 # A body counts as accelerated (awake) when its centre plus its extent times the angular
@@ -363,40 +383,55 @@ def body_span(model: Model) -> np.ndarray:
     return span.max(axis=1) + d
 
 
-def derive_contact_parameters(model: Model, settings: SimulationSettings) -> ContactParameters:
-    r = model.particle_radius
-    d = 2 * r
+def contact_stiffness(model: Model, settings: SimulationSettings) -> float:
+    """N/m per particle contact: the settings' stiffness, else the one under which a contact carrying
+    a column of the heaviest particles load_height tall sinks target_penetration of a radius."""
+    if settings.stiffness is not None:
+        return float(settings.stiffness)
+    d = 2 * model.particle_radius
     g = float(np.linalg.norm(settings.gravity)) or 9.81
     if model.body_count:
         particle_mass = model.body_mass / np.maximum(model.body_particle_count, 1)
         heaviest_particle = float(particle_mass.max())
-        lightest_contact_mass = float(model.body_effective_mass.min())
         tallest = float(body_span(model).max())
     else:
-        heaviest_particle = lightest_contact_mass = 1.0
+        heaviest_particle = 1.0
         tallest = d
-    if settings.stiffness is not None:
-        k = float(settings.stiffness)
-    else:
-        load_height = settings.load_height if settings.load_height is not None else 10.0 * tallest
-        # weight of a column of particles load_height tall, carried by one contact
-        load = heaviest_particle * g * max(load_height / d, 1.0)
-        k = load / (settings.target_penetration * r)
+    load_height = settings.load_height if settings.load_height is not None else 10.0 * tallest
+    # weight of a column of particles load_height tall, carried by one contact
+    load = heaviest_particle * g * max(load_height / d, 1.0)
+    return load / (settings.target_penetration * model.particle_radius)
+
+
+def automatic_substep(model: Model, settings: SimulationSettings) -> float:
+    """Seconds: the settings' substep, else the contact geometry's, else SUBSTEPS_PER_CONTACT_PERIOD
+    of a contact's period at the contact stiffness and the lightest contact mass."""
     if settings.substep is not None:
-        dt = float(settings.substep)
-    elif settings.geometry.substep is not None:
-        dt = settings.geometry.substep
-    else:
-        omega = math.sqrt(k / lightest_contact_mass)
-        dt = 2 * math.pi / omega / SUBSTEPS_PER_CONTACT_PERIOD
+        return float(settings.substep)
+    if settings.geometry.substep is not None:
+        return settings.geometry.substep
+    lightest_contact_mass = float(model.body_effective_mass.min()) if model.body_count else 1.0
+    omega = math.sqrt(contact_stiffness(model, settings) / lightest_contact_mass)
+    return 2 * math.pi / omega / SUBSTEPS_PER_CONTACT_PERIOD
+
+
+def derive_solver_parameters(model: Model, settings: SimulationSettings) -> SolverParameters:
+    r = model.particle_radius
+    k = contact_stiffness(model, settings)
+    substep = automatic_substep(model, settings)
+    springs = settings.contact_springs
     materials = model.material_table()
     mu = np.sqrt(np.outer(materials[:, 0], materials[:, 0]))
     e_pair = 0.5 * (materials[:, 1][:, None] + materials[:, 1][None, :])
-    return ContactParameters(
+    bias_rate, mass_scale = solve_softness(substep, settings.solve_hertz_fraction)
+    collider_speculative_reach = settings.speculative_margin + (0.0 if springs else COLLIDER_SPECULATIVE_REACH)
+    return SolverParameters(
+        settings=settings,
+        geometry=settings.geometry,
         radius=r,
         stiffness=k,
         tangential_stiffness=k * TANGENTIAL_STIFFNESS_RATIO,
-        substep=dt,
+        substep=substep,
         gravity=np.asarray(settings.gravity, dtype=np.float64),
         terminal_speed=float(settings.terminal_speed),
         sleep_speed=float(settings.sleep_speed) if settings.sleep_time > 0 else 0.0,
@@ -407,20 +442,20 @@ def derive_contact_parameters(model: Model, settings: SimulationSettings) -> Con
         friction=mu,
         rolling_friction=np.sqrt(np.outer(materials[:, 4], materials[:, 4])),
         restitution=e_pair,
+        solving=settings.solve_passes > 0,
+        solve_slop=settings.solve_slop * r,
+        solve_bias_rate=bias_rate,
+        solve_mass_scale=mass_scale,
+        speculative_time=0.0 if springs else settings.substeps_per_detection * substep,
+        voxel_pair_reach=voxel_pair_reach(settings.speculative_margin),
+        collider_reach=collider_reach(model) + collider_speculative_reach * r,
+        push_out_birth_depth=PUSH_OUT_BIRTH_LOAD * settings.target_penetration * r,
     )
 
 
-def sleep_argument(params: ContactParameters, solving: bool, colliders_moving: bool) -> np.ndarray:
-    """The kernels' ``sleep`` (and the reference's): the speed under which a body is still (0: no
-    sleeping), what its quiet count reaches asleep, the acceleration that wakes it (springs), and
-    1 where a sleeper skips its contacts. With springs quiet counts seconds. With the solve it
-    counts substeps, exactly, so every device and the reference put a body to sleep at the same
-    substep; bodies sleep by islands (63_islands.cl), and not while colliders move (a moving
-    collider touching a sleeper would not wake it)."""
-    speed = params.sleep_speed
-    threshold = params.sleep_time
-    if solving:
-        threshold = float(max(2, round(params.sleep_time / params.substep)))
-        if colliders_moving:
-            speed = 0.0
-    return np.array([speed, threshold, params.wake_acceleration, 0.0 if colliders_moving else 1.0], dtype=np.float32)
+def solver_parameters(model: Model, given: SolverParameters | SimulationSettings | None) -> SolverParameters:
+    """An engine's parameters: ``given`` as they are (Simulation's), or derived from the settings
+    given (None: the defaults) for an engine built on its own (tests, benchmarks)."""
+    if isinstance(given, SolverParameters):
+        return given
+    return derive_solver_parameters(model, given or SimulationSettings())

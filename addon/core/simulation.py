@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .model import Model
-from .settings import SimulationSettings, derive_contact_parameters
+from .settings import SimulationSettings, SolverParameters, automatic_substep, derive_solver_parameters
 
 BACKENDS = ("opencl", "reference")
 
@@ -51,15 +51,15 @@ def check_finite(index: int, positions: np.ndarray, orientations: np.ndarray) ->
         raise NonFiniteState(index, int(np.argmin(finite)), int(finite.size - np.count_nonzero(finite)))
 
 
-def create_engine(model: Model, settings: SimulationSettings, backend: str = "opencl"):
+def create_engine(model: Model, params: SolverParameters, backend: str = "opencl"):
     if backend == "opencl":
         from .opencl_engine import OpenCLEngine
 
-        return OpenCLEngine(model, settings)
+        return OpenCLEngine(model, params)
     if backend == "reference":
         from .reference import ReferenceEngine
 
-        return ReferenceEngine(model, settings)
+        return ReferenceEngine(model, params)
     raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
 
 
@@ -67,8 +67,7 @@ def substeps_for_frame(model: Model, settings: SimulationSettings, frame_duratio
                        substeps_per_frame: int | None = None) -> tuple[int, float]:
     """(substeps per frame, substep) with the substep at or below the automatic (or given) one."""
     if substeps_per_frame is None:
-        dt = derive_contact_parameters(model, settings).substep
-        substeps_per_frame = max(1, math.ceil(frame_duration / dt - 1e-9))
+        substeps_per_frame = max(1, math.ceil(frame_duration / automatic_substep(model, settings) - 1e-9))
     if substeps_per_frame < 1:
         raise ValueError("substeps per frame must be at least 1")
     return int(substeps_per_frame), frame_duration / substeps_per_frame
@@ -83,14 +82,16 @@ class Simulation:
         self.model = model
         self.frame_duration = 1.0 / frame_rate
         self.substeps_per_frame, substep = substeps_for_frame(model, settings, self.frame_duration, substeps_per_frame)
-        self.settings = dataclasses.replace(settings, substep=substep)
-        self.engine = create_engine(model, self.settings, backend)
+        # the solver's parameters, derived once for the engine (settings.SolverParameters)
+        self.params = derive_solver_parameters(model, dataclasses.replace(settings, substep=substep))
+        self.settings = self.params.settings
+        self.engine = create_engine(model, self.params, backend)
         self.simulated_seconds = 0.0
         self.wall_seconds = 0.0
 
     @property
     def substep(self) -> float:
-        return self.settings.substep
+        return self.params.substep
 
     @property
     def device_name(self) -> str:

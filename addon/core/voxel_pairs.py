@@ -53,11 +53,6 @@ PUSH_OUT_SPEED = 1.0
 PUSH_OUT_BIRTH_LOAD = 1.0
 
 
-def push_out_birth_depth(params, settings) -> float:
-    """How deep a new voxel pair's spring may push in its first substep (before its closing speed)."""
-    return PUSH_OUT_BIRTH_LOAD * settings.target_penetration * params.radius
-
-
 def exposed_faces(model: Model) -> np.ndarray:
     """(P,) uint8: bit 2k is set when particle p's voxel has no particle of its own body one
     diameter away along +lattice axis k, bit 2k + 1 along -k (the lattice: the body's

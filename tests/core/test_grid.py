@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from addon.core import ModelBuilder, SimulationSettings
+from addon.core.contact_geometry import CONTACT_GEOMETRY
 from addon.core.device_buffers import choose_grid_bits
 from addon.core.opencl_engine import OpenCLEngine
 from addon.core.reference import ReferenceEngine
@@ -55,7 +56,8 @@ def test_two_runs_on_one_device_are_identical(contact_geometry):
         # whole voxels meet as voxels with voxel contacts (spheres otherwise)
         builder.add_body(box_particles((3, 3, 3), 1 / 3), density=1000,
                          position=(rng.uniform(-1, 1), rng.uniform(-1, 1), 0.6 + 0.7 * k),
-                         orientation=rng.normal(size=4), corner_reach=1.0 if contact_geometry == "voxels" else 0.0)
+                         orientation=rng.normal(size=4),
+                         corner_reach=1.0 if CONTACT_GEOMETRY[contact_geometry].voxel_pairs else 0.0)
     builder.add_ground_plane()
     model = builder.finalize()
     runs = []

@@ -6,7 +6,7 @@ import pytest
 from addon.core import Material, ModelBuilder, SimulationSettings
 from addon.core.opencl_engine import OpenCLEngine
 from addon.core.reference import ReferenceEngine
-from addon.core.settings import sleep_argument
+from addon.core.settings import derive_solver_parameters
 from addon.core.shapes import cube_particles
 from helpers import RADIUS, add_cube, engine_for, run_for
 
@@ -208,7 +208,8 @@ def test_sleep_argument_counts_substeps_with_the_solve_and_stops_while_colliders
     engine = engine_for(builder, sleep_speed=0.05, sleep_time=0.5)
     assert engine.sleep[0] == np.float32(0.05)
     assert engine.sleep[1] == round(0.5 / engine.params.substep)  # substeps, counted exactly
-    moving = sleep_argument(engine.params, solving=True, colliders_moving=True)
+    moving = engine.params.sleep_argument(colliders_moving=True)
     assert moving[0] == 0.0  # a moving collider would not wake a sleeper: no sleeping
-    springs = sleep_argument(engine.params, solving=False, colliders_moving=False)
-    assert springs[1] == np.float32(0.5)  # seconds
+    springs = derive_solver_parameters(engine.model, SimulationSettings(contact_geometry=PARTICLES, sleep_speed=0.05,
+                                                                        sleep_time=0.5))
+    assert springs.sleep_argument(colliders_moving=False)[1] == np.float32(0.5)  # seconds

@@ -4,7 +4,7 @@ test_rigid_step.py): the defaults each contact geometry gives and the settings r
 import pytest
 
 from addon.core import SimulationSettings
-from addon.core.settings import derive_contact_parameters
+from addon.core.settings import derive_solver_parameters
 from tests.core.helpers import column_of_cubes
 
 
@@ -38,11 +38,11 @@ def test_rigid_voxels_are_the_default_and_solve_their_contacts_at_the_rigid_step
     assert (default.solve_slop, default.solve_hertz_fraction) == (0.001, 0.25)
     assert default.speculative_margin > 0.0
     model = column_of_cubes(2).finalize()
-    assert derive_contact_parameters(model, default).substep == pytest.approx(1 / 240)
+    assert derive_solver_parameters(model, default).substep == pytest.approx(1 / 240)
     for geometry in ("particles",):
         settings = SimulationSettings(contact_geometry=geometry)
         assert settings.contact_springs
         assert (settings.solve_passes, settings.relax_passes, settings.substeps_per_detection) == (0, 0, 1)
         assert settings.target_penetration == pytest.approx(0.05) and settings.speculative_margin == 0.0
         # the springs' substep follows their stiffness (1.9 ms for these cubes), shorter than the solve's
-        assert derive_contact_parameters(model, settings).substep < 1 / 240
+        assert derive_solver_parameters(model, settings).substep < 1 / 240

@@ -12,7 +12,7 @@ import pytest
 from addon.core import Material, ModelBuilder, SimulationSettings
 from addon.core.opencl_engine import OpenCLEngine
 from addon.core.rotations import quaternion_to_matrix
-from addon.core.settings import FRICTION_SLOTS, SPECULATIVE_REACH, speculative_time
+from addon.core.settings import FRICTION_SLOTS, SPECULATIVE_REACH
 from addon.core.shapes import box_particles, cube_particles
 from addon.core.voxel_pairs import exposed_faces, voxel_pair, voxel_pair_reach
 from bench.scenes import cube_pile
@@ -137,7 +137,7 @@ def expected_voxel_contacts(engine, state, positions, faces):
     dynamic = model.dynamic_particle_count
     centre_velocity = state.velocity[body[:dynamic]] + np.cross(state.angular_velocity[body[:dynamic]],
                                                                 positions[:dynamic] - state.position[body[:dynamic]])
-    horizon = speculative_time(settings, engine.params.substep)
+    horizon = engine.params.speculative_time
 
     def growth(closing):
         return min(max(closing, 0.0) * horizon, SPECULATIVE_REACH * r)
