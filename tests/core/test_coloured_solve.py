@@ -117,8 +117,9 @@ def spare_nothing(monkeypatch):
     and the reference alike."""
     import addon.core.device_buffers as device_buffers
     import addon.core.reference as reference_module
+    import addon.core.reference_solve as reference_solve
     import addon.core.solve_launches as solve_launches
-    for module in (solve_launches, reference_module):
+    for module in (solve_launches, reference_solve):
         monkeypatch.setattr(module, "SPARE_COLOUR_ROUNDS", 0)
     for module in (device_buffers, reference_module):
         monkeypatch.setattr(module, "INITIAL_MAX_PAIRS", 1)
