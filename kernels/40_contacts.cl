@@ -238,8 +238,6 @@ __kernel void compute_contacts(
     own.r = placed.xyz - body_position[body_i].xyz;
     own.w = body_angular_velocity[body_i].xyz;
     own.v = body_velocity[body_i].xyz + cross(own.w, own.r);
-    own.mass = body_contact_mass[body_i];
-    own.material = particle_material[i];
     float3 force = (float3)(0.0f);
     float3 torque = (float3)(0.0f);
     float contact_count = 0.0f;
@@ -261,6 +259,8 @@ __kernel void compute_contacts(
         }
     }
     if (with_contacts || rebuilding) {
+        own.mass = body_contact_mass[body_i];
+        own.material = particle_material[i];
         FrictionHistory history;
         for (int k = 0; k < FRICTION_SLOTS; ++k) {
             history.old_key[k] = history_key_in[i + k * history_stride];
