@@ -11,6 +11,8 @@ get-cpu-driver downloads Intel's CPU OpenCL runtime from PyPI into the user's da
 (addon/core/cpu_driver.py), for CPUs the bundled PoCL cannot compile for: progress lines on stdout,
 exit status 0 once it is installed (or already was).
 
+A scene set up in Blender's Rigid Body world bakes its ACTIVE objects as bodies and its PASSIVE ones as
+colliders, with no options for them (blender/rigid_body_world.py). Otherwise:
 Dynamic bodies: --objects A,B or --collection NAME; by default the objects whose role is Dynamic
 Body, else the selection saved in the file. Static colliders: objects whose role is Static Collider
 plus --colliders A,B. Settings not given on the command line come from the scene's add-on settings
@@ -220,7 +222,7 @@ def bake(args) -> int:
 
     from . import blender
     from .blender import job as job_module
-    from .blender.job import BakeJob, BakeOptions, pick_objects
+    from .blender.job import BakeJob, BakeOptions, pick_objects, read_world
     from .blender.properties import ROLE_LABELS
     from .core.settings import ROLE_IGNORED, ROLE_STATIC
     from .blender.bake_instances import CACHE_FOLDER_NAME
@@ -254,7 +256,11 @@ def bake(args) -> int:
         if context.scene != scene:
             raise CliError(f"cannot make {scene.name!r} the active scene")
 
-        roles_dynamic, roles_static = pick_objects(context, selected=[])
+        world = read_world(scene)
+        if world is not None and (args.objects or args.collection or args.colliders):
+            raise CliError("the scene's Rigid Body world sets the bodies and colliders (its ACTIVE and PASSIVE "
+                           "objects): --objects, --collection and --colliders are for scenes without one")
+        roles_dynamic, roles_static = pick_objects(context, selected=[], world=world)
         if args.objects:
             dynamic = _lookup(bpy, scene, _names(args.objects), "objects")
             for obj in dynamic:
@@ -293,7 +299,7 @@ def bake(args) -> int:
             bake_mode=args.bake_mode.upper() if args.bake_mode else None,
             cache_folder=os.path.abspath(args.cache_folder or os.path.join(os.path.dirname(out), CACHE_FOLDER_NAME)))
         progress = ProgressPrinter(sys.stderr)
-        job = BakeJob(context, dynamic, static, options, log=job_module.print_log, progress=progress)
+        job = BakeJob(context, dynamic, static, options, log=job_module.print_log, progress=progress, world=world)
         checked = job.check()  # settings, device and its memory: refused here, before anything is converted or simulated
         scattered = sum(checked.get("instancers", {}).values())
         bodies = (f"{checked['bodies']:,} bodies ({scattered:,} of them instances)" if scattered

@@ -445,13 +445,15 @@ def _skip_reason_type(obj):
 
 # -- stage 1: gather objects ----------------------------------------------------------------------
 
-def gather_objects(dynamic_objects, static_objects) -> GatheredObjects:
+def gather_objects(dynamic_objects, static_objects, settings_of=None) -> GatheredObjects:
     """The objects that take part, each once: Ignored ones leave, an object both dynamic and static
-    stays dynamic. World matrices are read now (the caller has set the first frame)."""
+    stays dynamic. World matrices are read now (the caller has set the first frame). ``settings_of``:
+    an object's ObjectSettings by its name (a Rigid Body world's), else its add-on settings."""
     skipped: list[tuple[str, str]] = []
     dynamic = []
+    object_settings_of = (lambda obj: settings_of(obj.name)) if settings_of is not None else object_settings
     for obj in _unique_objects(dynamic_objects):
-        settings = object_settings(obj)
+        settings = object_settings_of(obj)
         if settings.role == ROLE_IGNORED:
             skipped.append((obj.name, "is set to Ignored"))
             continue
@@ -462,7 +464,7 @@ def gather_objects(dynamic_objects, static_objects) -> GatheredObjects:
         if obj.name in dynamic_names:
             skipped.append((obj.name, "is both dynamic and static; simulated as dynamic"))
             continue
-        settings = object_settings(obj)
+        settings = object_settings_of(obj)
         if settings.role == ROLE_IGNORED:
             skipped.append((obj.name, "is set to Ignored"))
             continue
@@ -795,13 +797,15 @@ def collider_frames(colliders: StaticColliders, scene, context, frame_start: int
 
 def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_particles=MAX_PARTICLES,
                   frame_start, frame_end, frame_step=1, gravity=DEFAULT_GRAVITY, device_memory=None,
-                  contact_geometry=None,
-                  add_ground=False) -> ConvertedScene:
+                  contact_geometry=None, add_ground=False, settings_of=None, strict=False) -> ConvertedScene:
     """Build the engine model of a scene.
 
     dynamic_objects become particle bodies, static_objects triangle colliders (re-evaluated per
     output frame when they may move). ``radius``: particle radius, None for automatic.
     ``device_memory``: bytes available on the OpenCL device (checked when given).
+    ``settings_of``: each object's ObjectSettings by its name (a Rigid Body world's; gather_objects).
+    ``strict``: an object that cannot be a body or a collider (no faces, zero scale) refuses the
+    conversion instead of being skipped (a Rigid Body world's objects, each of which Bullet simulates).
     Raises ConversionError (before allocating particles) when the scene cannot be simulated.
     """
     scene = context.scene
@@ -828,14 +832,18 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
             scene.frame_set(frame_start)
             moved = True
         depsgraph = context.evaluated_depsgraph_get()
-        gathered = timed("gather", gather_objects, dynamic_objects, static_objects)
+        gathered = timed("gather", gather_objects, dynamic_objects, static_objects, settings_of)
         gathered, instancer_bodies = timed("instances", instances_as_items, gathered, depsgraph)
         geometry = timed("geometry", body_geometry, gathered.dynamic, depsgraph)
+        if strict and geometry.skipped:
+            _refuse_skipped(geometry.skipped, "rigid body")
         particles = timed("voxelize", voxelize_bodies, geometry, radius, max_particles, device_memory,
                           contact_geometry)
         builder = ModelBuilder(particles.radius if particles.radius > 0 else 1.0)
         links = timed("bodies", add_bodies, builder, particles)
         colliders = timed("colliders", static_colliders, gathered.static, depsgraph)
+        if strict and colliders.skipped:
+            _refuse_skipped(colliders.skipped, "passive rigid body")
         if colliders.meshes:
             moved = timed("collider_frames", collider_frames, colliders, scene, context, frame_start, frame_step,
                           frame_count) or moved
@@ -855,6 +863,13 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
         radius_auto=radius is None, frame_start=int(frame_start), frame_step=int(frame_step),
         frame_count=int(frame_count), gravity=tuple(float(g) for g in gravity), collider_meshes=colliders.meshes,
         timings=dict(timings, total=time.perf_counter() - t_total), instancers=instancer_bodies)
+
+
+def _refuse_skipped(skipped, what: str) -> None:
+    name, reason = skipped[0]
+    more = f" ({len(skipped) - 1} more cannot either)" if len(skipped) > 1 else ""
+    raise ConversionError(f'The {what} "{name}" {reason}: it has no volume to simulate{more}. Give it faces '
+                          "and a non-zero scale, or take it out of the Rigid Body world's collection")
 
 
 def object_particles(obj, depsgraph, radius: float, max_particles: int = MAX_PARTICLES) -> np.ndarray | None:

@@ -12,6 +12,7 @@ scene's current frame is set to the first bake frame while the job runs and rest
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from dataclasses import dataclass, field, fields, replace
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 import bpy
 import numpy as np
 
-from . import bake, instancers
+from . import bake, instancers, rigid_body_world
 from ..core.device_buffers import estimate_device_memory
 from ..core.rotations import pose_matrices
 from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_IGNORED, ROLE_STATIC, ConversionSettings,
@@ -45,6 +46,8 @@ def _scene_values(scene) -> dict:
     """The scene's add-on settings (``Scene.prb_settings``) by the names of the core settings' fields
     they fill (the frames and gravity alone where the add-on has none)."""
     values = dict(frame_start=scene.frame_start, frame_end=scene.frame_end, gravity=scene_gravity(scene))
+    if rigid_body_world.is_setup(scene):  # its gravity, time scale, cache range and Bullet's combining
+        values.update(rigid_body_world.world_values(scene))
     s = getattr(scene, "prb_settings", None)
     if s is None:
         return values
@@ -77,10 +80,15 @@ class BakeOptions:
     backend: str = "opencl"
     bake_mode: str = BAKE_MODES[0]  # or "INSTANCES" (bake_instances.py)
     cache_folder: str | None = None  # instances: where the point cache goes; None: bake_instances' default
+    # simulated seconds per second of the scene's frames (the Rigid Body world's Speed)
+    time_scale: float = 1.0
 
     def __post_init__(self):
         if self.bake_mode not in BAKE_MODES:
             raise BakeError(f"bake mode must be one of {', '.join(BAKE_MODES)}, got {self.bake_mode!r}")
+        if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
+            raise BakeError(f"the Rigid Body world's Speed (time scale) must be a finite number more than 0, got "
+                            f"{self.time_scale:g}")
 
     @classmethod
     def from_scene(cls, scene, **overrides) -> "BakeOptions":
@@ -116,6 +124,7 @@ class BakeResult:
     skipped: list = field(default_factory=list)
     keyed_objects: list = field(default_factory=list)
     cache_object: str = ""  # instance bakes: the object that shows the bodies
+    warnings: list = field(default_factory=list)  # what the bake left out of the setup, one line each
 
     def summary(self) -> str:
         text = (f"Baked {self.bodies} bodies ({self.particles:,} particles) on {self.device}: "
@@ -123,6 +132,8 @@ class BakeResult:
                 f"{self.steps_per_second:,.0f} substeps/s")
         if self.skipped:
             text += f"; skipped {len(self.skipped)}: " + ", ".join(f"{n} ({why})" for n, why in self.skipped[:5])
+        for warning in self.warnings:
+            text += f"; warning: {warning}"
         return text
 
 
@@ -134,12 +145,24 @@ def frame_rate(scene) -> float:
     return scene.render.fps / scene.render.fps_base
 
 
-def pick_objects(context, selected=None):
+def read_world(scene):
+    """The scene's Rigid Body world as the bake's setup (rigid_body_world.read_world), or None where the
+    add-on's roles apply; a setup it cannot bake raises BakeError naming the object."""
+    try:
+        return rigid_body_world.read_world(scene)
+    except rigid_body_world.WorldRefused as exc:
+        raise BakeError(str(exc)) from exc
+
+
+def pick_objects(context, selected=None, world=None):
     """(dynamic, static) objects for Simulate & Bake.
 
-    Dynamic: objects whose role is Dynamic, plus selected mesh objects whose role is Follow Selection.
-    Static: objects whose role is Static Collider. Ignored objects never take part.
+    With the scene's Rigid Body world (``world``, read_world): its ACTIVE objects and its PASSIVE ones.
+    Else dynamic: objects whose role is Dynamic, plus selected mesh objects whose role is Follow Selection;
+    static: objects whose role is Static Collider. Ignored objects never take part.
     """
+    if world is not None:
+        return list(world.active), list(world.passive)
     scene = context.scene
     if selected is None:
         selected = list(getattr(context, "selected_objects", None) or [])
@@ -236,8 +259,10 @@ def _set_transform_values(obj, values):
 
 class BakeJob:
     def __init__(self, context, dynamic_objects, static_objects=(), options: BakeOptions | None = None, *,
-                 live: bool = False, log=None, progress=None):
+                 live: bool = False, log=None, progress=None, world=None):
         self.context = context
+        # the scene's Rigid Body world when it is the setup (read_world): the objects' values come from it
+        self.world = world
         self.scene = context.scene
         self.dynamic = list(dynamic_objects)
         self.static = list(static_objects)
@@ -281,6 +306,9 @@ class BakeJob:
         device and its memory (the panel's estimate). Returns the estimate with the chosen device."""
         opts = self.options
         if not self.dynamic:
+            if self.world is not None:
+                raise BakeError(f"nothing to simulate: the Rigid Body world's collection \"{self.world.collection}\" "
+                                "has no ACTIVE objects")
             raise BakeError("nothing to simulate: select mesh objects or set their role to Dynamic Body")
         both = sorted({o.name for o in self.dynamic} & {o.name for o in self.static})
         if both:
@@ -313,6 +341,11 @@ class BakeJob:
                 f"{device.label} has {format_bytes(device.global_memory)}: use larger particles (Particle Size: "
                 f"Manual, a larger radius) or fewer objects")
         self.checked = dict(est, device=device)
+        if self.world is not None:
+            self._say(f"PRB: {self.world.summary()}")
+            note = self.world.constraints_note()
+            if note:
+                self._say(f"PRB: warning: {note}")
         return self.checked
 
     def start(self) -> None:
@@ -341,7 +374,9 @@ class BakeJob:
                 self.converted = convert_scene(
                     self.context, self.dynamic, self.static, radius=opts.conversion.radius,
                     max_particles=opts.conversion.max_particles, frame_start=frames.frame_start,
-                    frame_end=frames.frame_end, frame_step=frames.frame_step, gravity=opts.simulation.gravity)
+                    frame_end=frames.frame_end, frame_step=frames.frame_step, gravity=opts.simulation.gravity,
+                    settings_of=self.world.settings.__getitem__ if self.world is not None else None,
+                    strict=self.world is not None)
             except ConversionError as exc:
                 raise BakeError(str(exc)) from exc
             conv = self.converted
@@ -364,7 +399,9 @@ class BakeJob:
             # the device check() chose (and measured the memory of), not the selector it was chosen by
             settings = opts.simulation if device is None else replace(opts.simulation, device=device.selector)
             try:
-                self.sim = Simulation(conv.model, settings, frame_rate=frame_rate(self.scene) / frames.frame_step,
+                # the world's Speed: each frame simulates time_scale frames' worth of seconds, as in Bullet
+                self.sim = Simulation(conv.model, settings,
+                                      frame_rate=frame_rate(self.scene) / frames.frame_step / opts.time_scale,
                                       substeps_per_frame=frames.substeps, backend=opts.backend)
             except ValueError as exc:
                 raise BakeError(str(exc)) from exc
@@ -504,6 +541,9 @@ class BakeJob:
                 world = self.world_matrices()
                 channels = bake.local_channels(self.objects, world, self._moving_parents(world))
                 bake.write_bake(self.key_frames(), channels)
+            if self.world is not None and rigid_body_world.turn_off_after_bake(self.scene):
+                self._say("PRB: the Rigid Body world is off now, so that Play shows the bake (Clear Bake, or Turn "
+                          "Rigid Body World On, turns it back on)")
             key_seconds = time.perf_counter() - t0
         finally:
             self._cleanup()
@@ -514,7 +554,8 @@ class BakeJob:
             frames=self.frames_total + 1, simulated_seconds=sim.simulated_seconds,
             wall_seconds=time.perf_counter() - self.started_wall, steps_per_second=sim.substeps_per_second,
             skipped=list(self.converted.skipped), keyed_objects=[] if cache_object else [o.name for o in self.objects],
-            cache_object=cache_object)
+            cache_object=cache_object,
+            warnings=[note for note in [self.world.constraints_note() if self.world is not None else None] if note])
         self._say(result.summary() + (f" (instances in {cache_object!r}, made in {key_seconds:.2f} s)" if cache_object
                                       else f" (keys written in {key_seconds:.2f} s)"))
         return result

@@ -6,8 +6,8 @@ import traceback
 import bpy
 from bpy.props import EnumProperty
 
-from . import bake, bake_instances
-from .job import BakeError, BakeJob, BakeOptions, pick_objects, print_log
+from . import bake, bake_instances, rigid_body_world
+from .job import BakeError, BakeJob, BakeOptions, pick_objects, print_log, read_world
 from .progress import ProgressPrinter
 
 BACKEND_ITEMS = (
@@ -55,14 +55,15 @@ class PRB_OT_simulate_bake(bpy.types.Operator):
         return context.scene is not None and context.mode == "OBJECT"
 
     def _make_job(self, context, live: bool) -> BakeJob:
-        dynamic, static = pick_objects(context)
+        world = read_world(context.scene)
+        dynamic, static = pick_objects(context, world=world)
         options = BakeOptions.from_scene(context.scene, backend=self.backend)
         headless = bpy.app.background
         return BakeJob(context, dynamic, static, options, live=live, log=print_log if headless else None,
-                       progress=ProgressPrinter() if headless else None)
+                       progress=ProgressPrinter() if headless else None, world=world)
 
     def _finish_report(self, result) -> None:
-        self.report({"INFO"}, result.summary())
+        self.report({"WARNING"} if result.warnings else {"INFO"}, result.summary())
 
     def execute(self, context):
         wm = context.window_manager
@@ -190,7 +191,31 @@ class PRB_OT_clear_bake(bpy.types.Operator):
             return {"CANCELLED"}
         cleared = bake.clear_bakes(objects) if objects else 0
         cleared += sum(bake_instances.clear_instances(cache) for cache in caches)
-        self.report({"INFO"}, f"Cleared the bake of {cleared} object{'s' if cleared != 1 else ''}")
+        text = f"Cleared the bake of {cleared} object{'s' if cleared != 1 else ''}"
+        # the last bake gone: Bullet may simulate the world's bodies again
+        if not baked_objects(context, only_selected=False) and not bake_instances.caches_to_clear(
+                context, selected_only=False) and rigid_body_world.restore_world(context.scene):
+            text += "; the Rigid Body world is on again"
+        self.report({"INFO"}, text)
+        return {"FINISHED"}
+
+
+class PRB_OT_restore_rigid_body_world(bpy.types.Operator):
+    """Turn the Rigid Body world back on (a bake turned it off so that Play shows the baked keys; with it on, Blender simulates the bodies again over them)"""
+
+    bl_idname = "prb.restore_rigid_body_world"
+    bl_label = "Turn Rigid Body World On"
+    bl_options = {"REGISTER", "UNDO"}
+
+    @classmethod
+    def poll(cls, context):
+        return context.scene is not None and bool(context.scene.get(rigid_body_world.WORLD_OFF_BY_BAKE))
+
+    def execute(self, context):
+        if not rigid_body_world.restore_world(context.scene):
+            self.report({"INFO"}, "The scene has no Rigid Body world that a bake turned off")
+            return {"CANCELLED"}
+        self.report({"INFO"}, "The Rigid Body world is on: Play simulates its bodies in Blender again")
         return {"FINISHED"}
 
 
@@ -212,4 +237,4 @@ class PRB_OT_refresh_devices(bpy.types.Operator):
         return {"FINISHED"}
 
 
-classes = (PRB_OT_simulate_bake, PRB_OT_clear_bake, PRB_OT_refresh_devices)
+classes = (PRB_OT_simulate_bake, PRB_OT_clear_bake, PRB_OT_restore_rigid_body_world, PRB_OT_refresh_devices)

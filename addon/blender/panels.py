@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 import bpy
 
-from . import bake, bake_instances, cpu_driver, instancers, properties
+from . import bake, bake_instances, cpu_driver, instancers, properties, rigid_body_world
 from ..core.contact_geometry import CONTACT_GEOMETRY
 from ..core.settings import ROLE_IGNORED, ROLE_STATIC
-from .job import BakeError, BakeOptions, estimate, format_bytes, manual_stiffness, pick_objects, transform_problem
+from .job import (BakeError, BakeOptions, estimate, format_bytes, manual_stiffness, pick_objects, read_world,
+                  transform_problem)
 from .preferences import ADDON_MODULE, wrap_width
 
 CATEGORY = "Particle Bodies"
@@ -35,6 +36,8 @@ class SceneSummary:
     baked: int  # objects holding a keyframe bake
     instancers: dict  # name -> instances, of the dynamic instancers (they bake to instances only)
     refused: str | None = None  # why Simulate & Bake would refuse the objects (job.transform_problem)
+    world: str = ""  # what the Rigid Body world set up, when it is the setup (RigidBodyWorld.summary)
+    world_note: str | None = None  # what of that setup the bake leaves out (RigidBodyWorld.constraints_note)
 
 
 _summary: dict = {"scene": None, "value": None, "stale": True}
@@ -49,11 +52,17 @@ def scene_options(scene) -> tuple[BakeOptions | None, str | None]:
 
 
 def compute_summary(context) -> SceneSummary:
-    dynamic, static = pick_objects(context)
+    try:
+        world, refused = read_world(context.scene), None
+    except BakeError as exc:
+        world, refused = None, str(exc)
+    dynamic, static = pick_objects(context, world=world) if refused is None else ([], [])
     est = estimate(context, dynamic, scene_options(context.scene)[0])
     baked = sum(1 for o in context.scene.objects if bake.has_bake(o))
     return SceneSummary(len(dynamic), est["bodies"], len(static), est["particles"], est["memory"], baked,
-                        est["instancers"], transform_problem(dynamic + static))
+                        est["instancers"], refused or transform_problem(dynamic + static),
+                        world.summary() if world is not None else "",
+                        world.constraints_note() if world is not None else None)
 
 
 def refresh_summary(context) -> SceneSummary:
@@ -153,12 +162,20 @@ class PRB_PT_main(bpy.types.Panel):
         box = layout.box()
         col = box.column(align=True)
         row = col.row(align=True)
-        if not summary.dynamic:
-            row.label(text="Select mesh objects or give them a role", icon="INFO")
+        if not summary.dynamic and not summary.refused:
+            row.label(text="Add ACTIVE rigid bodies to the Rigid Body world" if rigid_body_world.is_setup(scene)
+                      else "Select mesh objects or give them a role", icon="INFO")
         else:
             row.label(text=f"{summary.bodies} bodies, {summary.static} colliders, ~{summary.particles:,} particles",
                       icon="MOD_PARTICLES")
         row.operator(PRB_OT_refresh_summary.bl_idname, text="", icon="FILE_REFRESH")
+        if summary.world:
+            col.label(text=summary.world, icon="PHYSICS")
+        if summary.world_note:
+            col.label(text="Not simulated:", icon="ERROR")
+            for line in textwrap.wrap(summary.world_note, wrap_width(context), break_long_words=False,
+                                      break_on_hyphens=False):
+                col.label(text=line)
         if summary.dynamic:
             frames = f", frames {options.frames.frame_start}-{options.frames.frame_end}" if options else ""
             col.label(text=f"Memory ~{format_bytes(summary.memory)}{frames}", icon="MEMORY")
@@ -182,6 +199,9 @@ class PRB_PT_main(bpy.types.Panel):
         bake_instances.draw_bake_to(layout.column(), scene, summary.bodies, summary.instancers)
         if summary.baked:
             col.label(text=f"{summary.baked} object{'s' if summary.baked != 1 else ''} baked", icon="KEYFRAME")
+        if scene.get(rigid_body_world.WORLD_OFF_BY_BAKE):
+            col.label(text="Rigid Body world off: Play shows the bake", icon="INFO")
+            col.operator("prb.restore_rigid_body_world", icon="PHYSICS")
 
 
 class PRB_PT_scene(bpy.types.Panel):

@@ -29,8 +29,10 @@ STATIC_BODY = -1  # body index stored for particles that belong to no dynamic bo
 class Material:
     """Surface and damping properties of a body or collider.
 
-    friction: Coulomb coefficient mu. A contact uses sqrt(mu_a * mu_b).
-    restitution: coefficient of restitution e in [0, 1]. A contact uses (e_a + e_b) / 2.
+    friction: Coulomb coefficient mu. A contact combines its sides' by SimulationSettings.material_combine
+        (sqrt(mu_a * mu_b) by default, Bullet's mu_a * mu_b for a Blender Rigid Body world).
+    restitution: coefficient of restitution e in [0, 1]. A contact combines them by the same rule
+        ((e_a + e_b) / 2 by default, Bullet's e_a * e_b).
     rolling_friction: rolling resistance coefficient (dimensionless, torque = coefficient * radius *
         normal force against the relative rolling). Bodies made of spheres have rounded edges and
         roll too easily; this is the usual DEM remedy. A contact uses sqrt(a * b).

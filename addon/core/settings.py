@@ -93,6 +93,16 @@ MAX_SOLVE_PASSES = 64
 # kind): each pass moves a struck body's support a fraction of the way to holding it (a cube
 # dropped on a resting one shares its rebound with it, half of what is left per pass)
 MANIFOLD_RESTITUTION_PASSES = 4
+# How a contact combines its two sides' friction and restitution (SimulationSettings.material_combine;
+# docs/usage.md, "Blender's Rigid Body world"). The add-on's own: the geometric mean of the frictions and
+# the mean of the restitutions. Bullet's (btManifoldResult::calculateCombinedFriction/Restitution), for a
+# scene set up in Blender's Rigid Body world, so that it gives what it gave in Bullet: the products, the
+# friction clamped to BULLET_MAX_FRICTION. Rolling friction, which Blender's bodies do not have, combines
+# as the geometric mean under both.
+MATERIAL_COMBINE_MEAN = "mean"
+MATERIAL_COMBINE_BULLET = "bullet"
+MATERIAL_COMBINES = (MATERIAL_COMBINE_MEAN, MATERIAL_COMBINE_BULLET)
+BULLET_MAX_FRICTION = 10.0
 
 
 @dataclass
@@ -133,6 +143,8 @@ class SimulationSettings:
     # Substeps per detection of the contacts: between detections each record's depth follows from
     # its bodies' motion (Rigid Voxels only). None: the geometry's.
     substeps_per_detection: int | None = None
+    # How a contact combines its sides' friction and restitution: MATERIAL_COMBINES
+    material_combine: str = MATERIAL_COMBINE_MEAN
 
     @property
     def geometry(self) -> ContactGeometry:
@@ -150,6 +162,9 @@ class SimulationSettings:
         if self.contact_geometry not in CONTACT_GEOMETRIES:
             raise ValueError(f"contact geometry must be one of {', '.join(CONTACT_GEOMETRIES)}, "
                              f"got {self.contact_geometry!r}")
+        if self.material_combine not in MATERIAL_COMBINES:
+            raise ValueError(f"material combine must be one of {', '.join(MATERIAL_COMBINES)}, "
+                             f"got {self.material_combine!r}")
         geometry = self.geometry
         for name in ("solve_passes", "relax_passes", "substeps_per_detection"):
             value = getattr(self, name)
@@ -383,6 +398,15 @@ def body_span(model: Model) -> np.ndarray:
     return span.max(axis=1) + d
 
 
+def combined_materials(materials: np.ndarray, rule: str) -> tuple[np.ndarray, np.ndarray]:
+    """(M, M) friction and restitution of each pair of the (M, 5) material table under ``rule``
+    (MATERIAL_COMBINES)."""
+    friction, restitution = materials[:, 0], materials[:, 1]
+    if rule == MATERIAL_COMBINE_BULLET:
+        return np.minimum(np.outer(friction, friction), BULLET_MAX_FRICTION), np.outer(restitution, restitution)
+    return np.sqrt(np.outer(friction, friction)), 0.5 * (restitution[:, None] + restitution[None, :])
+
+
 def contact_stiffness(model: Model, settings: SimulationSettings) -> float:
     """N/m per particle contact: the settings' stiffness, else the one under which a contact carrying
     a column of the heaviest particles load_height tall sinks target_penetration of a radius."""
@@ -421,8 +445,7 @@ def derive_solver_parameters(model: Model, settings: SimulationSettings) -> Solv
     substep = automatic_substep(model, settings)
     springs = settings.contact_springs
     materials = model.material_table()
-    mu = np.sqrt(np.outer(materials[:, 0], materials[:, 0]))
-    e_pair = 0.5 * (materials[:, 1][:, None] + materials[:, 1][None, :])
+    mu, e_pair = combined_materials(materials, settings.material_combine)
     bias_rate, mass_scale = solve_softness(substep, settings.solve_hertz_fraction)
     collider_speculative_reach = settings.speculative_margin + (0.0 if springs else COLLIDER_SPECULATIVE_REACH)
     return SolverParameters(
