@@ -52,6 +52,7 @@ def main(argv=None):
         if index:
             t = time.perf_counter()
             engine.set_collider_frame(index - 1, sim.frame_duration)
+            engine.set_body_frame(index - 1, sim.frame_duration)
             engine.step(sim.substeps_per_frame)
             engine.queue.finish()
             step_s += time.perf_counter() - t

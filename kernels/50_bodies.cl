@@ -41,6 +41,23 @@ inline void integrate_body(int b, float3 force, float3 torque, float substep, fl
         body.build_orientation[b] = q;
     }
     float mass = body.body_mass[b];
+    if (isinf(mass)) {
+        // kinematic (core/kinematic.py; the host gives it an infinite mass while its animation moves it):
+        // along its path at the velocity and spin the host set for the frame, a straight line and a
+        // constant-axis turn; no force, gravity, damping or sleeping
+        float3 w = body.body_angular_velocity[b].xyz;
+        float angle = length(w) * substep;
+        float4 turn = (angle > 0.0f) ? (float4)(w / length(w) * sin(0.5f * angle), cos(0.5f * angle))
+                                     : (float4)(0.0f, 0.0f, 0.0f, 1.0f);
+        x += body.body_velocity[b].xyz * substep;
+        q = normalize(quat_multiply(turn, q));
+        body.body_position[b] = (float4)(x, 0.0f);
+        body.body_orientation[b] = q;
+        float4 turned = quat_multiply(q, quat_conjugate(body.build_orientation[b]));
+        if (length(x - body.build_position[b].xyz) + 2.0f * length(turned.xyz) * body.body_extent[b] > rebuild_distance)
+            *next_rebuild = 1;
+        return;
+    }
     __global const float *inv_inertia = body.body_inv_inertia + 9 * b;
     force += mass * gravity;
 

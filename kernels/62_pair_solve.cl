@@ -259,7 +259,10 @@ inline void solve_colour_pairs(const int solve_colour, const int solve_kind, con
         // partner, holds like a static side: the pass moves the awake side only; two sleepers wait
         bool a_sleeps = is_asleep(ps.body_quiet[b], ps.sleep);
         bool b_sleeps = c >= 0 && is_asleep(ps.body_quiet[c], ps.sleep);
-        if (a_sleeps && (c < 0 || b_sleeps)) continue;
+        // a kinematic body (infinite mass, zero inverse inertia: OpenCLEngine.set_body_frame) holds too,
+        // at the velocity its animation gives it
+        bool a_held = a_sleeps || isinf(found_a.mass), b_held = b_sleeps || (c >= 0 && isinf(found_b.mass));
+        if (a_held && (c < 0 || b_held)) continue;
         if (a_sleeps) hold_still(&A);
         if (b_sleeps) hold_still(&B);
         if (c >= 0) {
@@ -339,11 +342,11 @@ inline void solve_colour_pairs(const int solve_colour, const int solve_kind, con
         // or one of its woken partners' WAKE_PASSES deep (40_contacts.cl woken_pass), so what holds
         // still is at most a resting support; kept, a support's share of a resting load became a push
         // at its waking (a stack at a 500-cube pile's edge wobbled apart at 0.5 m/s)
-        if (!a_sleeps)
+        if (!a_held)
             change_body_momenta(found_a, sums.impulse, sums.moment_a, ps.substep, move, ps.body_inv_inertia,
                                 ps.body_position, ps.body_orientation, ps.body_momentum, ps.body_angular_momentum,
                                 ps.body_velocity, ps.body_angular_velocity);
-        if (c >= 0 && !b_sleeps)
+        if (c >= 0 && !b_held)
             change_body_momenta(found_b, -sums.impulse, sums.moment_b, ps.substep, move, ps.body_inv_inertia,
                                 ps.body_position, ps.body_orientation, ps.body_momentum, ps.body_angular_momentum,
                                 ps.body_velocity, ps.body_angular_velocity);

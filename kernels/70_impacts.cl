@@ -142,13 +142,15 @@ __kernel void stop_at_impacts(
     __global float4 *body_orientation,
     __global float4 *impact_start_position,
     __global float4 *impact_start_orientation,
-    __global uint *body_impact_time)
+    __global uint *body_impact_time,
+    __global const float *body_mass)
 {
     int b = get_global_id(0);
     if (b >= body_count) return;
     float t = as_float(body_impact_time[b]);
     float4 x1 = body_position[b], q1 = body_orientation[b];
-    if (t < 1.0f) {
+    // a kinematic body (infinite mass: OpenCLEngine.set_body_frame) keeps to its path
+    if (t < 1.0f && !isinf(body_mass[b])) {
         float4 x0 = impact_start_position[b], q0 = impact_start_orientation[b];
         float sign = (dot(q0, q1) >= 0.0f) ? 1.0f : -1.0f;
         x1 = (float4)((1.0f - t) * x0.xyz + t * x1.xyz, 0.0f);

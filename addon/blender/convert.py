@@ -797,7 +797,8 @@ def collider_frames(colliders: StaticColliders, scene, context, frame_start: int
 
 def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_particles=MAX_PARTICLES,
                   frame_start, frame_end, frame_step=1, gravity=DEFAULT_GRAVITY, device_memory=None,
-                  contact_geometry=None, add_ground=False, settings_of=None, strict=False) -> ConvertedScene:
+                  contact_geometry=None, add_ground=False, settings_of=None, strict=False,
+                  kinematic_objects=()) -> ConvertedScene:
     """Build the engine model of a scene.
 
     dynamic_objects become particle bodies, static_objects triangle colliders (re-evaluated per
@@ -806,6 +807,8 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
     ``settings_of``: each object's ObjectSettings by its name (a Rigid Body world's; gather_objects).
     ``strict``: an object that cannot be a body or a collider (no faces, zero scale) refuses the
     conversion instead of being skipped (a Rigid Body world's objects, each of which Bullet simulates).
+    ``kinematic_objects``: names of dynamic objects that follow their animation for some frames (a
+    Rigid Body world's Animated bodies): their paths are read per output frame (kinematic_paths).
     Raises ConversionError (before allocating particles) when the scene cannot be simulated.
     """
     scene = context.scene
@@ -852,6 +855,11 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
         if add_ground:
             builder.add_ground_plane(0.0)
         model = timed("finalize", builder.finalize)
+        if kinematic_objects and frame_count > 0:
+            paths = timed("kinematic_paths", kinematic_paths, scene, kinematic_objects, links, model, frame_start,
+                          frame_step, frame_count)
+            model = dataclasses.replace(model, kinematic=paths)
+            moved = True
     finally:
         if moved:
             scene.frame_set(original_frame[0], subframe=original_frame[1])
@@ -863,6 +871,40 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
         radius_auto=radius is None, frame_start=int(frame_start), frame_step=int(frame_step),
         frame_count=int(frame_count), gravity=tuple(float(g) for g in gravity), collider_meshes=colliders.meshes,
         timings=dict(timings, total=time.perf_counter() - t_total), instancers=instancer_bodies)
+
+
+def kinematic_paths(scene, names, links, model, frame_start: int, frame_step: int, frame_count: int):
+    """The paths of the bodies of the objects ``names`` (core.kinematic.KinematicPaths): whether each is
+    moved by its animation at each output frame, and the body pose its animation gives it there, the
+    inverse of object_matrix_at (the body's orientation is the identity at the first frame)."""
+    from ..core.kinematic import KinematicPaths
+    from . import rigid_body_world
+
+    by_name = {link.object_name: link for link in links}
+    names = [name for name in names if name in by_name]
+    objects = [bpy_object(name) for name in names]
+    moved, matrices = rigid_body_world.read_paths(scene, objects, frame_start, frame_step, frame_count)
+    bodies = np.array([by_name[name].body_index for name in names], dtype=np.int32)
+    positions = np.empty(matrices.shape[:2] + (3,))
+    orientations = np.empty(matrices.shape[:2] + (4,))
+    for k, name in enumerate(names):
+        if not np.isfinite(matrices[:, k]).all():
+            frame = frame_start + frame_step * int(np.argmin(np.isfinite(matrices[:, k]).all(axis=(1, 2))))
+            raise ConversionError(f'Object "{name}" has a non-finite world matrix at frame {frame}: fix its '
+                                  "animation before baking.")
+        link = by_name[name]
+        relative = matrices[:, k] @ np.linalg.inv(link.matrix_world)
+        com = model.body_com_local[link.body_index]
+        positions[:, k] = relative[:, :3, :3] @ com + relative[:, :3, 3]
+        rotation, _ = vox.polar_decomposition(relative[:, :3, :3])
+        orientations[:, k] = matrix_quaternions(rotation)
+    return KinematicPaths(bodies, moved, positions, orientations)
+
+
+def bpy_object(name: str):
+    import bpy
+
+    return bpy.data.objects[name]
 
 
 def _refuse_skipped(skipped, what: str) -> None:

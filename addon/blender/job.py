@@ -376,7 +376,7 @@ class BakeJob:
                     max_particles=opts.conversion.max_particles, frame_start=frames.frame_start,
                     frame_end=frames.frame_end, frame_step=frames.frame_step, gravity=opts.simulation.gravity,
                     settings_of=self.world.settings.__getitem__ if self.world is not None else None,
-                    strict=self.world is not None)
+                    strict=self.world is not None, kinematic_objects=self.world.animated if self.world else ())
             except ConversionError as exc:
                 raise BakeError(str(exc)) from exc
             conv = self.converted

@@ -13,13 +13,20 @@ Constraints are counted, not simulated yet: the bake says how many it leaves out
 (``RigidBodyWorld.constraints_note``).
 
 What cannot be simulated is refused in one line naming the object (``WorldRefused``): an object of
-the collection that is not a mesh, a value that is not finite or out of its range, an ACTIVE body
-that Bullet would move by its animation (Animated, or Dynamic off, now or keyed; not simulated yet).
+the collection that is not a mesh, a value that is not finite or out of its range, a body of zero
+scale or without faces.
+
+An ACTIVE body that is Animated or has Dynamic off (now or keyed) is a kinematic body
+(core/kinematic.py): moved by its animation with infinite mass in the frames Bullet would, handed to
+the simulation with its animation's velocity when the flag goes off.
 """
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ..core.settings import MATERIAL_COMBINE_BULLET, ROLE_DYNAMIC, ROLE_STATIC, ObjectSettings
 
@@ -43,6 +50,9 @@ class RigidBodyWorld:
     passive: list  # the PASSIVE objects (triangle colliders)
     constraints: list  # the objects of the world's constraints (counted, not simulated yet)
     settings: dict  # object name -> ObjectSettings, from its rigid_body
+    # the ACTIVE objects that follow their animation for some frames (Animated on, Dynamic off, or
+    # either keyed): kinematic bodies (core.kinematic), their paths read per frame (read_paths)
+    animated: list = field(default_factory=list)
     off_by_bake: bool = False  # enabled off because our bake turned it off (WORLD_OFF_BY_BAKE)
     notes: list = field(default_factory=list)
 
@@ -127,18 +137,56 @@ def _animated_flags(obj) -> list[str]:
     return sorted({c.data_path for c in curves if c.data_path in ANIMATION_FLAGS})
 
 
-def _handed_to_animation(obj) -> str | None:
-    """Why Bullet would move this ACTIVE body by its animation for some frames, or None."""
+def _follows_animation(obj) -> bool:
+    """Whether Bullet moves this ACTIVE body by its animation for some frames (Bullet's kinematic
+    state: Animated on or Dynamic off, now or keyed)."""
     rb = obj.rigid_body
-    if rb.kinematic:
-        return "is Animated"
-    if not rb.enabled:
-        return "has Dynamic off"
-    keyed = _animated_flags(obj)
-    if keyed:
-        labels = {"rigid_body.kinematic": "Animated", "rigid_body.enabled": "Dynamic"}
-        return "has " + " and ".join(labels[k] for k in keyed) + " keyed"
-    return None
+    return bool(rb.kinematic or not rb.enabled or _animated_flags(obj))
+
+
+def follows_animation_now(obj) -> bool:
+    rb = obj.rigid_body
+    return bool(rb.kinematic or not rb.enabled)
+
+
+@contextmanager
+def animation_shown(scene, objects):
+    """The objects moved by their own animation while inside: the world off (else Bullet's simulation
+    places its bodies) and, on an object baked before, the user's action in place of the bake's
+    (bake.PREV_ACTION). Both put back on leaving."""
+    from .bake import PREV_ACTION, PREV_SLOT, _assign, is_bake_action
+
+    world = scene.rigidbody_world
+    was_enabled = world.enabled
+    swapped = []
+    try:
+        world.enabled = False
+        for obj in objects:
+            ad = obj.animation_data
+            if ad is not None and is_bake_action(ad.action):
+                slot = ad.action_slot.identifier if getattr(ad, "action_slot", None) is not None else None
+                swapped.append((obj, ad.action, slot))
+                _assign(obj, obj.get(PREV_ACTION), obj.get(PREV_SLOT))
+        yield
+    finally:
+        for obj, action, slot in swapped:
+            _assign(obj, action, slot)
+        world.enabled = was_enabled
+
+
+def read_paths(scene, objects, frame_start: int, frame_step: int, frame_count: int):
+    """(moved (F + 1, K) bool, matrices (F + 1, K, 4, 4)) of the objects over the output frames: whether
+    Bullet moves each by its animation at that frame (follows_animation_now) and its world matrix as
+    its animation places it. Changes the scene's frame (the caller puts it back)."""
+    moved = np.zeros((frame_count + 1, len(objects)), dtype=bool)
+    matrices = np.zeros((frame_count + 1, len(objects), 4, 4))
+    with animation_shown(scene, objects):
+        for f in range(frame_count + 1):
+            scene.frame_set(frame_start + f * frame_step)
+            for k, obj in enumerate(objects):
+                moved[f, k] = follows_animation_now(obj)
+                matrices[f, k] = np.array(obj.matrix_world, dtype=np.float64)
+    return moved, matrices
 
 
 def _no_volume(obj) -> str | None:
@@ -161,7 +209,7 @@ def read_world(scene) -> RigidBodyWorld | None:
     world = scene.rigidbody_world
     collection = world.collection
     in_scene = set(scene.objects.keys())
-    active, passive, settings = [], [], {}
+    active, passive, settings, animated = [], [], {}, []
     for obj in collection.all_objects:
         if obj.name not in in_scene:
             continue
@@ -181,17 +229,15 @@ def read_world(scene) -> RigidBodyWorld | None:
             raise WorldRefused(f'The {what} "{obj.name}" {reason}: it has no volume to simulate. Give it faces and a '
                                "non-zero scale, or take it out of the Rigid Body world's collection")
         if obj.rigid_body.type == ACTIVE:
-            why = _handed_to_animation(obj)
-            if why:
-                raise WorldRefused(
-                    f'Rigid body "{obj.name}" {why}: bodies that follow their animation are not simulated yet. '
-                    "Turn Animated off and Dynamic on (and remove their keys) to bake this scene")
+            if _follows_animation(obj):
+                animated.append(obj.name)
             active.append(obj)
         else:
             passive.append(obj)
     constraints = [o for o in (world.constraints.all_objects if world.constraints is not None else ())
                    if o.rigid_body_constraint is not None and o.name in in_scene]
-    return RigidBodyWorld(collection.name, active, passive, constraints, settings, off_by_bake=not world.enabled)
+    return RigidBodyWorld(collection.name, active, passive, constraints, settings, animated,
+                          off_by_bake=not world.enabled)
 
 
 def world_values(scene) -> dict:

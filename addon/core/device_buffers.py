@@ -396,7 +396,8 @@ class DeviceBuffers:
 
         # triangle colliders
         self.colliders = ColliderMotion(m, self.params.collider_reach)
-        self.sleep = self.params.sleep_argument(self.colliders.moving)
+        # nothing sleeps while colliders or kinematic bodies move (a moving one would not wake a sleeper)
+        self.sleep = self.params.sleep_argument(self.colliders.moving or m.has_kinematic_bodies)
         triangle_vertices = np.zeros((m.triangle_count, 4), dtype=np.int32)
         triangle_vertices[:, :3] = m.mesh_triangles
         triangle_vertices[:, 3] = m.triangle_material

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .kinematic import KinematicPaths
 from .rotations import quaternion_to_matrix
 
 STATIC_BODY = -1  # body index stored for particles that belong to no dynamic body
@@ -106,6 +107,12 @@ class Model:
     mesh_vertex_frames: np.ndarray | None
     # materials (M)
     materials: list = field(default_factory=list)
+    # bodies moved by their animation for some frames (core.kinematic), None when there are none
+    kinematic: KinematicPaths | None = None
+
+    @property
+    def has_kinematic_bodies(self) -> bool:
+        return self.kinematic is not None
 
     @property
     def body_count(self) -> int:
@@ -215,6 +222,7 @@ class ModelBuilder:
         self._static_particles: list[tuple[np.ndarray, int]] = []
         self._planes: list[tuple[np.ndarray, np.ndarray, int]] = []
         self._meshes: list[tuple[np.ndarray, np.ndarray, int, np.ndarray | None]] = []
+        self._paths: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     @property
     def particle_diameter(self) -> float:
@@ -353,6 +361,37 @@ class ModelBuilder:
             out[k] = by_id[key]
         return out
 
+    def set_kinematic_path(self, body: int, moved, positions, orientations) -> None:
+        """Make ``body`` follow a path for some frames (core.kinematic): ``moved`` (F + 1,) bool, whether
+        it is moved by the path in the step that ends at output frame f (row 0 unused); ``positions``
+        (F + 1, 3) its centre of mass and ``orientations`` (F + 1, 4) (w, x, y, z) at each output
+        frame, in the frame its particles were given in (as ``add_body``'s pose; ``add_bodies``: the
+        world's, identity at the start). Every path of a model has the same F."""
+        if not 0 <= body < self._body_total:
+            raise ValueError(f"no body {body} to give a path")
+        moved = np.asarray(moved, dtype=bool).reshape(-1)
+        positions = np.asarray(positions, dtype=np.float64)
+        orientations = np.asarray(orientations, dtype=np.float64)
+        frames = len(moved)
+        if frames < 2 or positions.shape != (frames, 3) or orientations.shape != (frames, 4):
+            raise ValueError(f"a path needs (F + 1,) flags, (F + 1, 3) positions and (F + 1, 4) orientations, F >= 1; "
+                             f"got {moved.shape}, {positions.shape}, {orientations.shape}")
+        if not (np.isfinite(positions).all() and np.isfinite(orientations).all()):
+            raise ValueError("a body's path must be finite")
+        norms = np.linalg.norm(orientations, axis=1, keepdims=True)
+        if not np.all(norms > 0):
+            raise ValueError("a body's path orientations must be non-zero quaternions")
+        if self._paths and len(next(iter(self._paths.values()))[0]) != frames:
+            raise ValueError("all kinematic paths must give the same number of frames")
+        self._paths[int(body)] = (moved, positions, orientations / norms)
+
+    def _kinematic_paths(self) -> KinematicPaths | None:
+        if not self._paths:
+            return None
+        bodies = sorted(self._paths)
+        moved, positions, orientations = (np.stack([self._paths[b][k] for b in bodies], axis=1) for k in range(3))
+        return KinematicPaths(np.array(bodies, dtype=np.int32), moved, positions, orientations)
+
     def add_static_mesh(self, vertices, triangles, material: Material | None = None, frames=None) -> int:
         """Add a static triangle mesh collider: ``vertices`` (V, 3) in world space, ``triangles`` (T, 3).
 
@@ -479,4 +518,5 @@ class ModelBuilder:
             triangle_material=triangle_material,
             mesh_vertex_frames=vertex_frames,
             materials=list(self._materials) or [Material()],
+            kinematic=self._kinematic_paths(),
         )

@@ -29,8 +29,10 @@ import math
 import numpy as np
 
 from .device import create_context
-from .device_buffers import DeviceBuffers, round_up, vec4
+from .device_buffers import DeviceBuffers, quat_to_device, round_up, vec4
+from .kinematic import kinematic_step
 from .model import Model
+from .rotations import quaternion_to_matrix
 from .opencl_program import (BODY_GROUP_SIZE, IMPACT_KERNELS, LAUNCH_ORDER, SCAN_LOCAL_SIZE, SOLVE_KERNELS, ByParity,
                              build_options,
                              build_program, choose_body_lanes, kernel_defines)
@@ -68,6 +70,7 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
         self.queue = cl.CommandQueue(self.context, properties=properties)
         self.time = 0.0
         self.substeps_done = 0
+        self.kinematic = np.zeros(model.body_count, dtype=bool)  # moved by their paths now (set_body_frame)
         geometry = self.params.geometry
         self.voxel_contacts = geometry.voxel_pairs
         # the velocity solve over the contacts' records (kernels 60-62): Rigid Voxels only
@@ -242,6 +245,50 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
             self.cl.enqueue_copy(self.queue, self.arguments["collider_velocity"], vec4(self.colliders.velocities))
             self._upload_triangle_grid()
             self._bind(self._TRIANGLE_GRID_ARGUMENTS)
+
+    def set_body_frame(self, frame: int, frame_duration: float):
+        """Kinematic bodies (core.kinematic), as ReferenceEngine.set_body_frame: a moved body gets its
+        path's pose and velocities and an infinite mass and zero inverse inertia, which 50_bodies.cl
+        reads as "move it along its velocities" and the solve (62_pair_solve.cl) as a side that holds;
+        a released one gets its mass, inertia and momenta back from the velocities it last moved at."""
+        if self.model.kinematic is None:
+            return
+        step = kinematic_step(self.model.kinematic, self.kinematic, frame, frame_duration)
+        if step is None:
+            return
+        m, cl, queue, a = self.model, self.cl, self.queue, self.arguments
+
+        def write(name, body, row):
+            row = np.ascontiguousarray(row, dtype=np.float32).reshape(-1)
+            cl.enqueue_copy(queue, a[name], row, dst_offset=int(body) * row.nbytes)
+
+        def read(name, body, width):
+            row = np.empty(width, dtype=np.float32)
+            cl.enqueue_copy(queue, row, a[name], src_offset=int(body) * row.nbytes)
+            return row
+
+        for b in step.released:
+            velocity = read("body_velocity", b, 4)[:3].astype(np.float64)
+            omega = read("body_angular_velocity", b, 4)[:3].astype(np.float64)
+            q = read("body_orientation", b, 4).astype(np.float64)
+            rot = quaternion_to_matrix(np.concatenate([q[3:], q[:3]]))
+            # momenta at the half substep, as for an initial velocity (DeviceBuffers._upload)
+            mass = m.body_mass[b]
+            write("body_momentum", b, vec4((velocity - 0.5 * self.params.gravity * self.params.substep) * mass))
+            write("body_angular_momentum", b, vec4(rot @ m.body_inertia_local[b] @ rot.T @ omega))
+            write("body_mass", b, [mass])
+            write("body_inv_inertia", b, m.body_inv_inertia_local[b])
+            self.kinematic[b] = False
+        for k, b in enumerate(step.moved):
+            if not self.kinematic[b]:
+                write("body_mass", b, [np.inf])
+                write("body_inv_inertia", b, np.zeros(9))
+                self.kinematic[b] = True
+            write("body_position", b, vec4(step.position[k]))
+            write("body_orientation", b, quat_to_device(step.orientation[k]))
+            write("body_velocity", b, vec4(step.velocity[k]))
+            write("body_angular_velocity", b, vec4(step.angular_velocity[k]))
+            write("body_momentum", b, vec4(step.velocity[k] * m.body_mass[b]))
 
     # -- stepping ---------------------------------------------------------------------------
     def step(self, count: int = 1):

@@ -28,6 +28,7 @@ import numpy as np
 
 from .colliders import ColliderMotion
 from .impacts import impact_times, interpolated_pose
+from .kinematic import kinematic_step
 from .model import STATIC_BODY, Model, body_extents
 from .pair_colouring import INITIAL_MAX_PAIRS
 from .reference_bodies import ReferenceBodies
@@ -88,7 +89,11 @@ class ReferenceEngine(ReferenceContacts, ReferenceSolve, ReferenceBodies, StateM
         self.solve_passes = self.settings.solve_passes
         # the velocity solve (Rigid Voxels); it reads a voxel pair's record on the lower body's side only
         self.solving = self.params.solving
-        self.sleep = self.params.sleep_argument(self.colliders.moving)
+        # kinematic bodies (core.kinematic): moved by their paths, held like static sides by the solve
+        self.kinematic = np.zeros(m.body_count, dtype=bool)
+        self.kinematic_omega = np.zeros((m.body_count, 3))
+        # nothing sleeps while colliders or kinematic bodies move (a moving one would not wake a sleeper)
+        self.sleep = self.params.sleep_argument(self.colliders.moving or m.has_kinematic_bodies)
         self.max_pairs = INITIAL_MAX_PAIRS  # pair slots per body (grown as the kernels' are)
         # what the detections so far needed, taken one detection late as the kernels read it
         # back (solve_launches._colour_pairs): None before the first detection
@@ -105,6 +110,29 @@ class ReferenceEngine(ReferenceContacts, ReferenceSolve, ReferenceBodies, StateM
         self.colliders.set_frame(frame, frame_duration)
 
     # -- body kinematics -------------------------------------------------------------------
+
+    def set_body_frame(self, frame: int, frame_duration: float):
+        """Kinematic bodies (core.kinematic): those moved in the step from output frame ``frame`` to the
+        next start it at their path's pose, moving at its velocity and spin; those it no longer moves
+        are released with the velocity and spin of their last moved step."""
+        step = kinematic_step(self.model.kinematic, self.kinematic, frame, frame_duration)
+        if step is None:
+            return
+        m = self.model
+        for b in step.released:
+            velocity, omega = self.P[b] / m.body_mass[b], self.kinematic_omega[b].copy()
+            self.kinematic[b] = False
+            # momenta at the half substep, as for an initial velocity (__init__)
+            self.P[b] = (velocity - 0.5 * self.params.gravity * self.params.substep) * m.body_mass[b]
+            rot = self._rotation(b)
+            self.L[b] = rot @ m.body_inertia_local[b] @ rot.T @ omega
+        for k, b in enumerate(step.moved):
+            self.kinematic[b] = True
+            self.x[b], self.q[b] = step.position[k], step.orientation[k]
+            self.P[b] = step.velocity[k] * m.body_mass[b]
+            self.kinematic_omega[b] = step.angular_velocity[k]
+            rot = self._rotation(b)
+            self.L[b] = rot @ m.body_inertia_local[b] @ rot.T @ step.angular_velocity[k]
     def _rotation(self, b):
         return quaternion_to_matrix(self.q[b])
 
@@ -116,6 +144,8 @@ class ReferenceEngine(ReferenceContacts, ReferenceSolve, ReferenceBodies, StateM
         return rot @ self.model.body_inv_inertia_local[b] @ rot.T
 
     def _omega(self, b):
+        if self.kinematic[b]:
+            return self.kinematic_omega[b]
         rot = self._rotation(b)
         return rot @ self.model.body_inv_inertia_local[b] @ rot.T @ self.L[b]
 
@@ -198,7 +228,7 @@ class ReferenceEngine(ReferenceContacts, ReferenceSolve, ReferenceBodies, StateM
         core.impacts)."""
         times = impact_times(self.model, self.impact_x, self.impact_q, self.x, self.q, self.extent,
                              self.colliders.vertices_now(), self.settings.substeps_per_detection)
-        for b in np.flatnonzero(times < 1.0):
+        for b in np.flatnonzero((times < 1.0) & ~self.kinematic):  # a kinematic body keeps to its path
             self.x[b], self.q[b] = interpolated_pose(self.impact_x[b], self.impact_q[b], self.x[b], self.q[b],
                                                      times[b])
         self.impact_x, self.impact_q = self.x.copy(), self.q.copy()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .kinematic import turn_quaternion
 from .rotations import quaternion_multiply
 from .settings import ROTATION_SWEEPS
 
@@ -17,6 +18,11 @@ class ReferenceBodies:
         substep = pr.substep
         materials = pr.materials
         for b in range(m.body_count):
+            if self.kinematic[b]:  # along its path: a straight line at its velocity, a turn at its spin
+                self.x[b] += self.P[b] / m.body_mass[b] * substep
+                q = quaternion_multiply(turn_quaternion((self.kinematic_omega[b] * substep)[None])[0], self.q[b])
+                self.q[b] = q / np.linalg.norm(q)
+                continue
             first, count = m.body_first_particle[b], m.body_particle_count[b]
             sl = slice(first, first + count)
             total_force = force[sl].sum(axis=0) + m.body_mass[b] * pr.gravity
@@ -112,7 +118,7 @@ class ReferenceBodies:
 
     def sleepers_skip(self) -> bool:
         """Sleeping bodies skip their contacts, except while colliders move (those would not wake them)."""
-        return not self.colliders.moving
+        return not (self.colliders.moving or self.model.has_kinematic_bodies)
 
     def _stop(self, b):
         self.P[b] = 0.0

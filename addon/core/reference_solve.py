@@ -200,7 +200,10 @@ class ReferenceSolve:
         "restitution" (_restitution_impulse)."""
         m = self.model
         pairs = self.pairs
-        self.held = self._is_asleep(self.quiet)
+        # sleepers and kinematic bodies: inverse mass 0, taking no impulse; a sleeper still, a kinematic
+        # body at its path's velocity
+        asleep = self._is_asleep(self.quiet)
+        self.held = asleep | self.kinematic
         # the colours one after another, then the overflow's pairs one after another
         for indices in [pairs.of_colour(colour) for colour in range(pairs.solved_colours)] + [pairs.overflow()]:
             for index in indices:
@@ -212,9 +215,9 @@ class ReferenceSolve:
                 if kind == "restitution" and not rigid:
                     continue  # no impact on either body: nothing to part
                 # one point after another at full mass, each seeing the last one's impulse
-                velocity = {body: np.zeros(3) if self.held[body] else self.P[body] / m.body_mass[body]
+                velocity = {body: np.zeros(3) if asleep[body] else self.P[body] / m.body_mass[body]
                             for body in bodies}
-                omega = {body: np.zeros(3) if self.held[body] else self._omega(body) for body in bodies}
+                omega = {body: np.zeros(3) if asleep[body] else self._omega(body) for body in bodies}
                 omega_start = dict(omega)
                 impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
                 listed = self.pair_records[index]

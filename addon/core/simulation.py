@@ -114,6 +114,7 @@ class Simulation:
         for index in range(1, count + 1):
             start = time.perf_counter()
             self.engine.set_collider_frame(index - 1, self.frame_duration)
+            self.engine.set_body_frame(index - 1, self.frame_duration)
             self.engine.step(self.substeps_per_frame)
             result = self.current_frame(index)  # reading back waits for the device
             self.wall_seconds += time.perf_counter() - start
