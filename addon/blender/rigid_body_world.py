@@ -57,8 +57,9 @@ class RigidBodyWorld:
     notes: list = field(default_factory=list)
 
     def summary(self) -> str:
-        return (f"{len(self.active)} active, {len(self.passive)} passive, {len(self.constraints)} constraints "
-                f"from the Rigid Body world")
+        animated = f" ({len(self.animated)} Animated)" if self.animated else ""
+        return (f"{len(self.active)} active{animated}, {len(self.passive)} passive, {len(self.constraints)} "
+                "constraints from the Rigid Body world")
 
     def constraints_note(self) -> str | None:
         """The line that says the constraints are left out, or None when there are none."""
