@@ -305,3 +305,6 @@ def test_an_animated_body_released_at_a_frame_flies_on_as_in_bullet(registered):
     assert velocity(ours)[10, 0] == pytest.approx(3.0, rel=0.02)
     np.testing.assert_allclose(np.diff(our_spin)[after] * 24, np.diff(bullet_spin)[after] * 24, atol=0.03 * 2)
     assert np.diff(our_spin)[12] * 24 == pytest.approx(2.0, rel=0.03)
+    # baked again: its path and flags read from its own action, not from the bake's keys over it
+    bake_with_operator()
+    assert np.allclose(positions(scene, cube, 30), ours, atol=1e-4)
