@@ -19,7 +19,7 @@ from addon.core.contact_geometry import CONTACT_GEOMETRIES, CONTACT_GEOMETRY  # 
 from test_bake_paths import _Event, _operator, _WindowContext  # noqa: E402
 
 STATES = ("nothing baked", "no OpenCL device", "baking", "baked to keyframes", "baked to instances",
-          "instance cache missing")
+          "instance cache missing", "Rigid Body world baked")
 EVERY_SETTING = "nothing baked, each value of each setting"
 SCENE_SETTINGS = "PRB_SceneSettings"
 
@@ -145,6 +145,21 @@ def states(registered, tmp_path_factory):
         bpy.context.view_layer.objects.active = bpy.data.objects["Cube"]
         drawn = Drawn()
         out["instance cache missing"] = draw_all(drawn), drawn
+
+        # a scene of Blender's Rigid Body world after its bake: the world's line, and the button that
+        # turns the world back on
+        scene = fresh_scene(1, 4)
+        bpy.ops.rigidbody.world_add()
+        scene.rigidbody_world.point_cache.frame_end = 4
+        for name, x in (("A", 0.0), ("B", 2.0)):
+            bpy.ops.mesh.primitive_cube_add(size=0.5, location=(x, 0.0, 1.0))
+            bpy.context.object.name = name
+            bpy.ops.rigidbody.object_add()
+        assert bpy.ops.prb.simulate_bake() == {"FINISHED"}
+        drawn = Drawn()
+        out["Rigid Body world baked"] = draw_all(drawn), drawn
+        assert "2 active, 0 passive, 0 constraints from the Rigid Body world" in drawn.labels
+        assert "prb.restore_rigid_body_world" in drawn.operators
     return out
 
 
