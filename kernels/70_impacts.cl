@@ -6,11 +6,12 @@
 // contact (Box2D v3's continuous step, Bullet's CCD). addon/core/impacts.py is the specification
 // and says why each number is what it is.
 //
-// Defines: IMPACT_MOTION, IMPACT_DISTANCE, IMPACT_DEPTH, TRIANGLE_IMPACT_DISTANCE,
+// Defines: IMPACT_MOTION, IMPACT_DISTANCE, IMPACT_DEPTH, IMPACT_CLOSING, TRIANGLE_IMPACT_DISTANCE,
 // TRIANGLE_IMPACT_DEPTH (radii), MAX_IMPACT_SAMPLES, PARTICLE_RADIUS (metres).
 
 // The fraction of the chord p0 + t d at which it first comes within IMPACT_DISTANCE of q, if it
-// comes within IMPACT_DEPTH of q from further away; 1 otherwise (impacts.chord_entry_time).
+// comes within IMPACT_DEPTH of q from further away, closing at least IMPACT_CLOSING; 1 otherwise
+// (impacts.chord_entry_time).
 inline float chord_entry_time(float3 p0, float3 d, float3 q)
 {
     float3 w = p0 - q;
@@ -19,14 +20,17 @@ inline float chord_entry_time(float3 p0, float3 d, float3 q)
     if (c < depth2 || a <= 0.0f) return 1.0f;
     float closest = clamp(-b / a, 0.0f, 1.0f);
     float3 gap = w + closest * d;
-    if (dot(gap, gap) >= depth2) return 1.0f;
+    float closest_distance = length(gap);
+    if (closest_distance >= IMPACT_DEPTH * PARTICLE_RADIUS
+        || sqrt(c) - closest_distance < IMPACT_CLOSING * PARTICLE_RADIUS) return 1.0f;
     float inside = c - (IMPACT_DISTANCE * PARTICLE_RADIUS) * (IMPACT_DISTANCE * PARTICLE_RADIUS);
     if (inside <= 0.0f) return 0.0f;
     return clamp((-b - sqrt(fmax(b * b - a * inside, 0.0f))) / a, 0.0f, 1.0f);
 }
 
-// The same against the triangle abc (impacts.triangle_entry_time).
-inline float triangle_entry_time(float3 p0, float3 p1, float3 a, float3 b, float3 c)
+// The same against the triangle abc, the voxel reaching lift0 and lift1 further than a radius
+// towards it at the start and the end (impacts.triangle_entry_time).
+inline float triangle_entry_time(float3 p0, float3 p1, float3 a, float3 b, float3 c, float lift0, float lift1)
 {
     float3 normal = cross(b - a, c - a);
     float length_ = length(normal);
@@ -34,15 +38,26 @@ inline float triangle_entry_time(float3 p0, float3 p1, float3 a, float3 b, float
     normal /= length_;
     float s0 = dot(normal, p0 - a), s1 = dot(normal, p1 - a);
     float side = (s0 >= 0.0f) ? 1.0f : -1.0f;
-    float h0 = side * s0, h1 = side * s1;
+    float h0 = side * s0 - lift0, h1 = side * s1 - lift1;
     const float deep = TRIANGLE_IMPACT_DEPTH * PARTICLE_RADIUS;
-    if (h0 <= deep || h1 >= deep) return 1.0f;
-    float3 at_depth = p0 + (h0 - deep) / (h0 - h1) * (p1 - p0);
+    if (h0 <= deep || h1 >= deep || h0 - h1 < IMPACT_CLOSING * PARTICLE_RADIUS) return 1.0f;
+    float f = (h0 - deep) / (h0 - h1);
+    float3 at_depth = p0 + f * (p1 - p0) - (side * ((1.0f - f) * lift0 + f * lift1)) * normal;
     float3 q, bary;
     closest_point_on_triangle(at_depth, a, b, c, &q, &bary);
     if (length(q - at_depth) >= PARTICLE_RADIUS) return 1.0f;
     const float touch = TRIANGLE_IMPACT_DISTANCE * PARTICLE_RADIUS;
     return (h0 <= touch) ? 0.0f : (h0 - touch) / (h0 - h1);
+}
+
+// How much further than a radius a voxel with the support sphere (its centre less the particle's,
+// world; w: its radius, 0 for none) reaches along the unit direction u (impacts.support_lift)
+inline float support_lift(float4 sphere, float3 u)
+{
+    if (sphere.w <= 0.0f) return 0.0f;
+    float3 arm;
+    float depth = sphere_patch_support(u, sphere, SUPPORT_SPHERE_REACH * PARTICLE_RADIUS, &arm);
+    return isinf(depth) ? 0.0f : depth - PARTICLE_RADIUS;
 }
 
 inline float body_motion(float4 x0, float4 q0, float4 x1, float4 q1, float extent)
@@ -63,6 +78,7 @@ __kernel void sweep_fast_particles(
     __global const int *sorted_particle,
     __global const float4 *particle_offset,
     __global const int *particle_body,
+    __global const float4 *particle_support_sphere,
     __global const float4 *body_position,
     __global const float4 *body_orientation,
     __global const float *body_extent,
@@ -91,6 +107,10 @@ __kernel void sweep_fast_particles(
     float3 p0 = x0.xyz + quat_rotate(q0, offset);
     float3 p1 = x1.xyz + quat_rotate(q1, offset);
     float3 d = p1 - p0;
+    // the support sphere at the start pose and the end pose (world), for the triangles
+    float4 sphere = particle_support_sphere[i];
+    float4 sphere0 = (float4)(quat_rotate(q0, sphere.xyz), sphere.w);
+    float4 sphere1 = (float4)(quat_rotate(q1, sphere.xyz), sphere.w);
     // samples at most a cell apart: the 27 cells about each hold every particle the chord passes
     // within IMPACT_DEPTH of (a cell is a diameter plus the skin wide, IMPACT_DEPTH under half of it)
     float cell = 1.0f / inv_cell;
@@ -126,7 +146,12 @@ __kernel void sweep_fast_particles(
             float3 va = collider_vertex[tv.x].xyz + collider_tau * collider_velocity[tv.x].xyz;
             float3 vb = collider_vertex[tv.y].xyz + collider_tau * collider_velocity[tv.y].xyz;
             float3 vc = collider_vertex[tv.z].xyz + collider_tau * collider_velocity[tv.z].xyz;
-            best = fmin(best, triangle_entry_time(p0, p1, va, vb, vc));
+            float3 normal = cross(vb - va, vc - va);
+            float3 towards = (dot(normal, p0 - va) >= 0.0f) ? -normal : normal;  // from p0's side
+            float size = length(towards);
+            if (size > 0.0f) towards /= size;
+            best = fmin(best, triangle_entry_time(p0, p1, va, vb, vc, support_lift(sphere0, towards),
+                                                  support_lift(sphere1, towards)));
         }
 #endif
     }

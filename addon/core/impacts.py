@@ -28,7 +28,17 @@ start and end poses interpolated, as Box2D's sweep does).
   to at the start: a body sliding along a surface (its centres 2 r from the surface's) is not
   stopped, and one it already rests on is the contacts' business.
 - Against a triangle, a voxel can first touch at sqrt(3) radii from its plane; a sweep counts if it
-  ends within ``TRIANGLE_IMPACT_DEPTH`` radii of the plane, or crosses it, over the triangle.
+  ends within ``TRIANGLE_IMPACT_DEPTH`` radii of the plane, or crosses it, over the triangle. A
+  voxel with a support sphere (a converted ball's) is measured by where its sphere reaches, as the
+  contacts measure it: its height is taken as that of a particle sphere with the same lowest point.
+  The voxels near a ball's surface lie closer to the ground than a radius when the ball rests, and
+  cycle through there as it rolls; by their centres a ball rolling on a mesh was stopped every
+  substep (it went uphill).
+- Either sweep counts only if it closes at least ``IMPACT_CLOSING`` radii in its substep: a voxel
+  pressed a little deeper each substep (a steel ball landing on a light brick sinks into it by up
+  to a fifth of a radius) is a loaded contact the solve is pushing back, and pausing the body there
+  made the ball roll off the brick. A body that closes less than that per substep moves under a
+  radius per detection, which the speculative reach (1.75 r) covers.
 
 ``stop_at_impacts`` is the NumPy specification of kernels/70_impacts.cl.
 """
@@ -41,6 +51,7 @@ import numpy as np
 from .colliders import closest_point_on_triangle
 from .model import STATIC_BODY
 from .rotations import quaternion_to_matrix
+from .voxel_corners import SUPPORT_SPHERE_REACH, sphere_patch_support
 
 # A body that moves more than this per detection (radii, its centre's travel plus its extent times
 # the angle it turned) is swept: two bodies each under it close at most 1.5 radii a step, within
@@ -54,6 +65,8 @@ IMPACT_DEPTH = 1.8
 # cross) to count
 TRIANGLE_IMPACT_DISTANCE = math.sqrt(3.0)
 TRIANGLE_IMPACT_DEPTH = 0.5
+# A sweep that closes less than this (radii) in its substep is a loaded contact, not an impact
+IMPACT_CLOSING = 0.25
 # Samples of a chord the kernel looks up the grid at are at most a grid cell apart; a chord longer
 # than this many cells is looked up at this many points (a body crossing 2,000 radii in a step)
 MAX_IMPACT_SAMPLES = 512
@@ -66,10 +79,10 @@ def body_motion(x0, q0, x1, q1, extent):
     return np.linalg.norm(x1 - x0, axis=1) + extent * 2.0 * np.arccos(cosine)
 
 
-def chord_entry_time(p0, d, q, distance, depth):
+def chord_entry_time(p0, d, q, distance, depth, closing):
     """(n,) earliest fraction t in [0, 1] of the chord p0 + t d at which it is within ``distance``
-    of each point q, for the points it comes within ``depth`` of and was not within ``depth`` of at
-    its start; 1.0 for the others."""
+    of each point q, for the points it comes within ``depth`` of, from a start not within ``depth``
+    and at least ``closing`` further; 1.0 for the others."""
     w = p0 - q
     a = float(d @ d)
     b = w @ d
@@ -78,17 +91,20 @@ def chord_entry_time(p0, d, q, distance, depth):
         return np.ones(len(q))
     closest = np.clip(-b / a, 0.0, 1.0)
     gap = w + closest[:, None] * d
-    hit = (c >= depth * depth) & (np.einsum("ni,ni->n", gap, gap) < depth * depth)
+    closest_distance = np.sqrt(np.einsum("ni,ni->n", gap, gap))
+    hit = (c >= depth * depth) & (closest_distance < depth) & (np.sqrt(c) - closest_distance >= closing)
     inside = c - distance * distance
     root = np.sqrt(np.maximum(b * b - a * inside, 0.0))
     entry = np.where(inside <= 0.0, 0.0, (-b - root) / a)
     return np.where(hit, np.clip(entry, 0.0, 1.0), 1.0)
 
 
-def triangle_entry_time(p0, p1, a, b, c, radius):
+def triangle_entry_time(p0, p1, a, b, c, radius, lift0=0.0, lift1=0.0):
     """Earliest fraction of the chord p0 -> p1 at which a voxel there could touch the triangle abc,
     if the chord ends within TRIANGLE_IMPACT_DEPTH radii of its plane or crosses it, over the
-    triangle, from a start further than that; 1.0 otherwise."""
+    triangle, from a start further than that and IMPACT_CLOSING radii further; 1.0 otherwise.
+    lift0, lift1: how much further than a radius the voxel reaches towards the plane at the start
+    and at the end (its support sphere's: support_lift), taken off its heights."""
     normal = np.cross(b - a, c - a)
     length = np.linalg.norm(normal)
     if length <= 0.0:
@@ -97,17 +113,38 @@ def triangle_entry_time(p0, p1, a, b, c, radius):
     s0 = float(normal @ (p0 - a))
     s1 = float(normal @ (p1 - a))
     side = 1.0 if s0 >= 0.0 else -1.0
-    h0, h1 = side * s0, side * s1
+    h0, h1 = side * s0 - lift0, side * s1 - lift1
     deep = TRIANGLE_IMPACT_DEPTH * radius
-    if h0 <= deep or h1 >= deep:
+    if h0 <= deep or h1 >= deep or h0 - h1 < IMPACT_CLOSING * radius:
         return 1.0
     # where the chord comes within the depth: over the triangle (within a radius of it)?
-    at_depth = p0 + (h0 - deep) / (h0 - h1) * (p1 - p0)
+    f = (h0 - deep) / (h0 - h1)
+    at_depth = p0 + f * (p1 - p0) - side * ((1.0 - f) * lift0 + f * lift1) * normal
     q, _, _ = closest_point_on_triangle(at_depth, a, b, c)
     if np.linalg.norm(q - at_depth) >= radius:
         return 1.0
     touch = TRIANGLE_IMPACT_DISTANCE * radius
     return 0.0 if h0 <= touch else (h0 - touch) / (h0 - h1)
+
+
+def support_lift(sphere_world, sphere_radius, u, radius):
+    """How much further than ``radius`` a voxel with this support sphere (its centre less the
+    particle's, world; radius 0: none) reaches along the unit direction u, where the sphere's patch
+    faces u (30_colliders.cl sphere_patch_support); 0 where it has none or the patch faces away."""
+    if sphere_radius <= 0.0:
+        return 0.0
+    depth, _ = sphere_patch_support(u, sphere_world, sphere_radius, SUPPORT_SPHERE_REACH * radius)
+    return depth - radius if np.isfinite(depth) else 0.0
+
+
+def triangle_normal_towards(p, a, b, c):
+    """The unit normal of abc pointing from its plane towards p (zero for a degenerate triangle)."""
+    normal = np.cross(b - a, c - a)
+    length = np.linalg.norm(normal)
+    if length <= 0.0:
+        return normal
+    normal = normal / length
+    return normal if normal @ (p - a) >= 0.0 else -normal
 
 
 def impact_times(model, x0, q0, x1, q1, extent, triangle_vertices, substeps_per_detection: int) -> np.ndarray:
@@ -132,12 +169,18 @@ def impact_times(model, x0, q0, x1, q1, extent, triangle_vertices, substeps_per_
         end = x1[b] + offsets @ rot1[b].T
         others = now[body != b]
         best = 1.0
-        for p0, p1 in zip(start, end):
+        spheres = model.particle_support_sphere[first:first + model.body_particle_count[b]]
+        for p0, p1, sphere in zip(start, end, spheres):
             d = p1 - p0
-            best = min(best, float(chord_entry_time(p0, d, others, IMPACT_DISTANCE * r, IMPACT_DEPTH * r).min(
-                initial=1.0)))
+            best = min(best, float(chord_entry_time(p0, d, others, IMPACT_DISTANCE * r, IMPACT_DEPTH * r,
+                                                    IMPACT_CLOSING * r).min(initial=1.0)))
             for tri in model.mesh_triangles:
-                best = min(best, triangle_entry_time(p0, p1, *triangle_vertices[tri], r))
+                vertices = triangle_vertices[tri]
+                # the support sphere's reach towards the triangle, at the start pose and the end pose
+                u = -triangle_normal_towards(p0, *vertices)
+                lift0 = support_lift(rot0[b] @ sphere[:3], sphere[3], u, r)
+                lift1 = support_lift(rot1[b] @ sphere[:3], sphere[3], u, r)
+                best = min(best, triangle_entry_time(p0, p1, *vertices, r, lift0, lift1))
         times[b] = best
     return times
 

@@ -26,8 +26,8 @@ from .device import KERNEL_OPENCL_C
 from .device_probe import build_quietly
 from .manifold import (MANIFOLD_DEPTH_BAND, MANIFOLD_GROUPS, MANIFOLD_NORMAL_COSINE, MANIFOLD_PECKING,
                        MANIFOLD_POINTS, MANIFOLD_TOLERANCE)
-from .impacts import (IMPACT_DEPTH, IMPACT_DISTANCE, IMPACT_MOTION, MAX_IMPACT_SAMPLES, TRIANGLE_IMPACT_DEPTH,
-                      TRIANGLE_IMPACT_DISTANCE)
+from .impacts import (IMPACT_CLOSING, IMPACT_DEPTH, IMPACT_DISTANCE, IMPACT_MOTION, MAX_IMPACT_SAMPLES,
+                      TRIANGLE_IMPACT_DEPTH, TRIANGLE_IMPACT_DISTANCE)
 from .model import STATIC_BODY
 from .pair_colouring import MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
@@ -232,6 +232,7 @@ def kernel_defines(model, params, neighbour_slots: int, body_lanes: int, device_
         Define("IMPACT_MOTION", float(IMPACT_MOTION), "radii a body moves in a step beyond which it is swept"),
         Define("IMPACT_DISTANCE", float(IMPACT_DISTANCE), "centre distance (radii) at which two voxels first touch"),
         Define("IMPACT_DEPTH", float(IMPACT_DEPTH), "a sweep this close (radii) to a particle went through it"),
+        Define("IMPACT_CLOSING", float(IMPACT_CLOSING), "a sweep closing less (radii) in its substep is a loaded contact"),
         Define("TRIANGLE_IMPACT_DISTANCE", float(TRIANGLE_IMPACT_DISTANCE),
                "distance (radii) from a triangle's plane at which a voxel first touches it"),
         Define("TRIANGLE_IMPACT_DEPTH", float(TRIANGLE_IMPACT_DEPTH),

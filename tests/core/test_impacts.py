@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from addon.core import Material, ModelBuilder, SimulationSettings
-from addon.core.impacts import (IMPACT_DISTANCE, chord_entry_time, impact_times, interpolated_pose,
-                                triangle_entry_time)
+from addon.core.impacts import (IMPACT_CLOSING, IMPACT_DISTANCE, chord_entry_time, impact_times, interpolated_pose,
+                                support_lift, triangle_entry_time)
 from addon.core.shapes import box_particles, cube_particles
 from bench.impacts import CASES, run_case
 from tests.core.helpers import assert_kernels_follow_the_solve_reference
@@ -58,7 +58,7 @@ def test_the_sweep_counts_what_a_chord_goes_into_not_what_it_slides_past():
                         [0.0, 2.0, 0.0],     # slid past at touching distance: not an impact
                         [9.0, 0.0, 0.0],     # already that deep at the start: the contacts' business
                         [-30.0, 0.0, 0.0]])  # beyond the chord's end
-    times = chord_entry_time(p0, d, targets, IMPACT_DISTANCE * r, 1.8 * r)
+    times = chord_entry_time(p0, d, targets, IMPACT_DISTANCE * r, 1.8 * r, IMPACT_CLOSING * r)
     assert times[0] == pytest.approx((10.0 - IMPACT_DISTANCE) / 20.0)
     assert list(times[1:]) == [1.0, 1.0, 1.0]
     # a triangle crossed over its face, missed beside it, and one slid along
@@ -66,6 +66,41 @@ def test_the_sweep_counts_what_a_chord_goes_into_not_what_it_slides_past():
     assert triangle_entry_time(p0, p0 + d, a, b, c, r) == pytest.approx((10.0 - math.sqrt(3.0)) / 20.0)
     assert triangle_entry_time(p0 + [0, 20, 0], p0 + d + [0, 20, 0], a, b, c, r) == 1.0
     assert triangle_entry_time(np.array([1.0, -3.0, 0.0]), np.array([1.0, 3.0, 0.0]), a, b, c, r) == 1.0
+
+
+def test_a_loaded_contact_pressed_a_little_deeper_is_not_an_impact():
+    """A voxel pressed from 1.85 to 1.7 radii of another in a substep (a steel ball landing on a
+    light brick) is the solve's to push back; one arriving from 2 radii to the same depth is an
+    impact; and so for a triangle, pressed from 0.6 to 0.4 radii of its plane or arriving from 1."""
+    r = 1.0
+    q = np.zeros((1, 3))
+    pressed = chord_entry_time(np.array([1.85, 0.0, 0.0]), np.array([-0.15, 0.0, 0.0]), q, IMPACT_DISTANCE * r,
+                               1.8 * r, IMPACT_CLOSING * r)
+    arriving = chord_entry_time(np.array([2.0, 0.0, 0.0]), np.array([-0.3, 0.0, 0.0]), q, IMPACT_DISTANCE * r,
+                                1.8 * r, IMPACT_CLOSING * r)
+    assert pressed[0] == 1.0 and arriving[0] == 0.0
+    a, b, c = np.array([-5.0, -5.0, 0.0]), np.array([5.0, -5.0, 0.0]), np.array([0.0, 5.0, 0.0])
+    assert triangle_entry_time(np.array([0.0, 0.0, 0.6]), np.array([0.0, 0.0, 0.4]), a, b, c, r) == 1.0
+    assert triangle_entry_time(np.array([0.0, 0.0, 1.0]), np.array([0.0, 0.0, 0.4]), a, b, c, r) == 0.0
+
+
+def test_a_voxel_is_measured_from_a_triangle_by_its_support_sphere():
+    """A converted ball's voxel just inside its surface rests 0.1 radii from the ground at the
+    bottom and cycles through there as the ball rolls: by its sphere's reach it stays a radius up,
+    not an impact. The voxel on top, whose sphere's patch faces away, is a particle sphere."""
+    r, ball = 1.0, 10.0
+    a, b, c = np.array([-50.0, -50.0, 0.0]), np.array([50.0, -50.0, 0.0]), np.array([0.0, 50.0, 0.0])
+    down = np.array([0.0, 0.0, -1.0])
+    # the ball's centre 10 up: a voxel 9.9 from it along the bottom, its sphere the ball
+    bottom = np.array([0.0, 0.0, ball - (ball - 0.1)])
+    sphere_from_bottom = np.array([0.0, 0.0, ball - 0.1])
+    lift = support_lift(sphere_from_bottom, ball, down, r)
+    assert lift == pytest.approx(0.1 - r)
+    # rolled in from the side (1.2 radii up, no lift there: its patch beyond reach) to the bottom
+    assert triangle_entry_time(bottom + [-3.0, 0.0, 1.1], bottom, a, b, c, r, 0.0, lift) == 1.0
+    assert triangle_entry_time(bottom + [-3.0, 0.0, 1.1], bottom, a, b, c, r) == 0.0
+    top_from_sphere = np.array([0.0, 0.0, -(ball - 0.1)])
+    assert support_lift(top_from_sphere, ball, down, r) == 0.0
 
 
 def test_a_body_put_back_at_its_impact_is_where_its_voxels_first_touch():

@@ -78,7 +78,8 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     the ones the engine allocates (voxel contacts' lists are twice as long; particle contacts must not be
     refused for memory they do not use)."""
     from addon.core import SimulationSettings
-    from addon.core.device_buffers import estimate_device_memory, solve_bytes_per_body, solve_bytes_per_particle
+    from addon.core.device_buffers import (BODY, DEVICE_BUFFERS, estimate_device_memory, solve_bytes_per_body,
+                                           solve_bytes_per_particle)
     from addon.core.settings import CONTACT_GEOMETRIES
 
     engine = OpenCLEngine(cube_pile(8), SimulationSettings(contact_geometry=geometry))
@@ -98,10 +99,11 @@ def test_memory_estimate_counts_the_neighbour_lists_the_engine_allocates(geometr
     # the velocity solve's records: counted for Rigid Voxels, which solve (settings.solve_passes)
     assert (engine.arguments["solve_record"].size >= 16 * 5 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
     # and the solve's pair lists and the islands' counts as listed, per body
-    pair_lists = sum(engine.arguments[name].size for name in ("pair_other", "pair_record_start", "pair_record_count",
-                                                              "pair_colour", "pair_rank", "colour_pairs", "pair_count",
-                                                              "pair_bid", "body_impact", "body_colours",
-                                                              "body_quiet_snapshot"))
+    # (every solve-only body row of the buffer table: the pair lists, the impact flags and times, the
+    # sweeps' start poses)
+    solve_body_rows = [row.name for row in DEVICE_BUFFERS if row.per == BODY and row.solve_only]
+    assert {"pair_other", "colour_pairs", "body_impact_time", "impact_start_position"} <= set(solve_body_rows)
+    pair_lists = sum(engine.arguments[name].size for name in solve_body_rows)
     assert (pair_lists >= bodies * solve_bytes_per_body("voxels")) == (solve_bytes_per_body(geometry) > 0)
     # each pair's record list: a slot per friction slot of every particle
     assert (engine.arguments["pair_records"].size >= 4 * 8 * particles) == (solve_bytes_per_particle(geometry) > 0)
