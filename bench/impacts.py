@@ -14,7 +14,7 @@ fast    a projectile (a 0.1 m ball voxelized from a UV sphere, or a cube of 0.1,
           static_wall   static particles one voxel thick, 3x the side wide and tall
           dynamic_wall  a body one voxel thick, 3x the side wide and tall, standing on the ground
         One particle radius per scene: the automatic one (the smallest body 3 particles across,
-        addon/blender/convert.py PARTICLES_ACROSS), so every scene is the same in voxels and only
+        addon/blender/voxelize_bodies.py PARTICLES_ACROSS), so every scene is the same in voxels and only
         the speed in voxels per substep differs. The ground is frictionless (a struck body leaves at
         the speed the impact gave it); the projectile and the target have friction 0.5 and
         restitution 0.5. Each case runs at PHASES: the projectile's front reaches x = 0 that far
@@ -79,7 +79,7 @@ from bench.machine import commit, cpu_model, setting_overrides, write_report  # 
 from bench.scenes import uv_sphere  # noqa: E402
 
 G = 9.81
-PARTICLES_ACROSS = 3  # the automatic radius (addon/blender/convert.py): the smallest body 3 across
+PARTICLES_ACROSS = 3  # the automatic radius (addon/blender/voxelize_bodies.py): the smallest body 3 across
 TARGET_SCALE = 3  # a target is this many projectile sides wide and tall (a body: also deep)
 RESTITUTION = 0.5  # projectile and target
 BODY = Material(friction=0.5, restitution=RESTITUTION)

@@ -1,6 +1,6 @@
 """Converting a geometry-nodes scatter of ~100k rocks into bodies (addon/blender/instancers.py + convert.py):
 seconds per conversion stage, and how many voxelizations the instances need, with equal sizes and with
-random sizes of 0.8-1.2 (shared per 1 % of size, convert.INSTANCE_SIZE_STEP; particle radius 0.8 x, so the
+random sizes of 0.8-1.2 (shared per 1 % of size, body_geometry.INSTANCE_SIZE_STEP; particle radius 0.8 x, so the
 smallest rocks keep their 8 particles).
 
     .venv/bin/python bench/instances_convert_bench.py --out bench/results/instances_convert_100k_cpu.json

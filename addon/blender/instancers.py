@@ -14,7 +14,7 @@ flattened. Instances sharing one geometry share one evaluated mesh (the same poi
 evaluation), so each distinct mesh is read once, and voxelized once per size.
 
 Instances of one mesh share a voxelization when their sizes agree within 1 % (see
-convert.INSTANCE_SIZE_STEP), so a scatter with random scales is voxelized a few dozen times, not once
+body_geometry.INSTANCE_SIZE_STEP), so a scatter with random scales is voxelized a few dozen times, not once
 per instance.
 
 Bake modes: an instancer bakes to instances (one object shows every body, bake_instances.py), the

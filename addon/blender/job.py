@@ -213,8 +213,8 @@ def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
 
 def transform_problem(objects) -> str | None:
     """The first of ``objects`` taking part (not Ignored) whose transform holds a NaN or infinity, as
-    the line that refuses the bake (convert.transform_problem); None when every one is finite."""
-    from .convert import transform_problem as problem_of
+    the line that refuses the bake (scene_objects.transform_problem); None when every one is finite."""
+    from .scene_objects import transform_problem as problem_of
 
     for obj in objects:
         if obj.prb.role != ROLE_IGNORED:

@@ -15,7 +15,9 @@ import numpy as np
 import bpy
 
 from . import convert, instancers
+from ..core import voxelize as vox
 from ..core.settings import ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION
+from .scene_objects import GEOMETRY_TYPES, object_settings
 
 POINT_COLOR = (1.0, 0.55, 0.1, 0.9)
 POINT_SIZE = 5.0
@@ -42,8 +44,8 @@ def preview_objects(context):
     """Selected objects that would become dynamic bodies (geometry or instancers, not Static/Ignored)."""
     out = []
     for obj in context.selected_objects:
-        role = convert.object_settings(obj).role
-        if ((obj.type in convert.GEOMETRY_TYPES or instancers.may_instance(obj))
+        role = object_settings(obj).role
+        if ((obj.type in GEOMETRY_TYPES or instancers.may_instance(obj))
                 and role in (ROLE_FOLLOW_SELECTION, ROLE_DYNAMIC)):
             out.append(obj)
     return out
@@ -53,7 +55,7 @@ def particles_local(obj, depsgraph, radius: float):
     """(N, 3) particle centres in the object's local coordinates, as the conversion makes them
     (None when the object cannot become a body). Cached until its geometry/scale/radius changes."""
     m4 = np.array(obj.matrix_world, dtype=np.float64)
-    _, stretch = convert.vox.polar_decomposition(m4[:3, :3])
+    _, stretch = vox.polar_decomposition(m4[:3, :3])
     key = (obj.data.as_pointer() if obj.data is not None else 0, _geometry_version.get(obj.name, 0),
            round(radius, 12), tuple(np.round(stretch, 6).ravel()))
     hit = _cache.get(obj.name)

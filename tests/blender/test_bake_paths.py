@@ -543,7 +543,7 @@ def test_muted_constraints_and_instance_bakes_are_not_refused(registered):
 
 def test_collider_moved_by_a_constraint_moves_in_the_simulation(registered):
     """A floor without keys of its own, lifted by a Copy Location constraint after an animated
-    empty: its motion is sampled per frame (convert._possibly_animated), and it lifts the cube."""
+    empty: its motion is sampled per frame (static_colliders._possibly_animated), and it lifts the cube."""
     fresh_scene(1, 24)
     bpy.ops.object.empty_add(location=(0.0, 0.0, 0.0))
     lift = bpy.context.object

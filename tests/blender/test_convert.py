@@ -11,8 +11,9 @@ from mathutils import Matrix  # noqa: E402
 from mathutils.bvhtree import BVHTree  # noqa: E402
 from mathutils.kdtree import KDTree  # noqa: E402
 
-from addon.blender import convert  # noqa: E402
-from addon.blender.convert import ConversionError, convert_scene, object_matrix_at  # noqa: E402
+from addon.blender import add_bodies, body_geometry, scene_objects  # noqa: E402
+from addon.blender.add_bodies import object_matrix_at  # noqa: E402
+from addon.blender.convert import ConversionError, convert_scene  # noqa: E402
 from addon.core import voxelize as vox  # noqa: E402
 from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 from addon.core.settings import SimulationSettings  # noqa: E402
@@ -46,7 +47,7 @@ def world_particles(model, b):
 
 def world_mesh(obj):
     dg = bpy.context.evaluated_depsgraph_get()
-    v, t = convert.read_evaluated_mesh(obj, dg)
+    v, t = scene_objects.read_evaluated_mesh(obj, dg)
     m = np.array(obj.matrix_world)
     return v @ m[:3, :3].T + m[:3, 3], t
 
@@ -261,7 +262,7 @@ def test_object_matrix_at_is_blenders_composition():
         q /= np.linalg.norm(q)
         expected = (Matrix.Translation(Vector(x)) @ Quaternion(q).to_matrix().to_4x4()
                     @ Matrix.Translation(Vector(-com)) @ Matrix(m0.tolist()))
-        link = convert.BodyLink("o", b, m0, com)
+        link = add_bodies.BodyLink("o", b, m0, com)
         assert np.allclose(object_matrix_at(link, x, q), np.array(expected), atol=1e-12)
 
 
@@ -310,7 +311,7 @@ def test_particle_limit_refused_before_allocation(scene, monkeypatch):
     msg = str(info.value)
     assert "more than the limit of 20,000,000" in msg and "100," in msg
     suggested = float(msg.rsplit("at least ", 1)[1].split()[0])
-    conv_estimate = sum(convert._frame_shape(*world_mesh(o), np.eye(3)).estimate(suggested) for o in (cube, plane))
+    conv_estimate = sum(body_geometry._frame_shape(*world_mesh(o), np.eye(3)).estimate(suggested) for o in (cube, plane))
     assert conv_estimate <= 20_000_000
     # the suggestion works (with a small limit to keep the test quick)
     with pytest.raises(ConversionError) as info:
@@ -381,12 +382,12 @@ def test_linked_duplicates_convert_once(scene, monkeypatch):
         objs.append(o)
     bpy.context.view_layer.update()
     calls = []
-    real = convert.read_evaluated_mesh
-    monkeypatch.setattr(convert, "read_evaluated_mesh", lambda o, dg: calls.append(o.name) or real(o, dg))
+    real = body_geometry.read_evaluated_mesh
+    monkeypatch.setattr(body_geometry, "read_evaluated_mesh", lambda o, dg: calls.append(o.name) or real(o, dg))
     conv = run(objs, radius=0.1)
     assert len(calls) == 2 and len(conv.bodies) == 60
     # every duplicate's particles equal those of a separately converted single-user copy
-    monkeypatch.setattr(convert, "read_evaluated_mesh", real)
+    monkeypatch.setattr(body_geometry, "read_evaluated_mesh", real)
     for k in (5, 20):
         single = objs[k].copy()
         single.data = objs[k].data.copy()
@@ -495,8 +496,8 @@ def test_duplicates_with_equal_modifier_stacks_share_one_conversion(scene, monke
     displaced.strength = 0.05
     bpy.context.view_layer.update()
     calls = []
-    real = convert.read_evaluated_mesh
-    monkeypatch.setattr(convert, "read_evaluated_mesh", lambda o, dg: calls.append(o.name) or real(o, dg))
+    real = body_geometry.read_evaluated_mesh
+    monkeypatch.setattr(body_geometry, "read_evaluated_mesh", lambda o, dg: calls.append(o.name) or real(o, dg))
     conv = run(objs, radius=0.04)
     assert sorted(calls) == sorted([src.name, objs[3].name, objs[4].name])
     volumes = {}
@@ -505,6 +506,6 @@ def test_duplicates_with_equal_modifier_stacks_share_one_conversion(scene, monke
     # a bevelled cube has less volume than the cube, the wider bevel even less
     assert volumes[objs[1].name] == pytest.approx(volumes[src.name], rel=1e-9)
     assert volumes[objs[3].name] < volumes[src.name] < 0.5**3
-    monkeypatch.setattr(convert, "read_evaluated_mesh", real)
+    monkeypatch.setattr(body_geometry, "read_evaluated_mesh", real)
     alone = run([objs[5]], radius=0.04)
     assert alone.model.body_mass[0] == pytest.approx(volumes[objs[5].name] * 1000.0, rel=1e-6)

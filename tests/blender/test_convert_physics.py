@@ -13,7 +13,8 @@ import pytest  # noqa: E402
 import bpy  # noqa: E402
 import bmesh  # noqa: E402
 
-from addon.blender.convert import convert_scene, object_matrix_at  # noqa: E402
+from addon.blender.add_bodies import object_matrix_at  # noqa: E402
+from addon.blender.convert import convert_scene  # noqa: E402
 from addon.core import SimulationSettings  # noqa: E402
 from addon.core.simulation import Simulation  # noqa: E402
 

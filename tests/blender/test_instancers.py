@@ -13,7 +13,7 @@ from mathutils import Matrix
 
 from prb_helpers import StrictLayout, bpy, data_counts, draw_labels, fresh_scene, scene_snapshot
 
-from addon.blender import bake, bake_instances, convert, instancers  # noqa: E402
+from addon.blender import bake, bake_instances, body_geometry, convert, instancers, voxelize_bodies  # noqa: E402
 from addon.blender.job import BakeError, estimate  # noqa: E402
 from sample_scenes.generate import _socket, points_on_faces_group  # noqa: E402
 from test_bake_instances import keyframe_matrices, play_without_addon, run_job  # noqa: E402
@@ -169,13 +169,13 @@ def test_a_scatter_bakes_like_its_instances_made_real(registered, blend):
 def test_each_distinct_mesh_is_voxelized_once(registered, blend, monkeypatch):
     scatter_scene(blend)
     calls = []
-    real = convert.vox.voxelize
+    real = voxelize_bodies.vox.voxelize
 
     def counted(vertices, *args, **kw):
         calls.append(len(vertices))
         return real(vertices, *args, **kw)
 
-    monkeypatch.setattr(convert.vox, "voxelize", counted)
+    monkeypatch.setattr(voxelize_bodies.vox, "voxelize", counted)
     job, result = run_job(bake_mode="INSTANCES")
     assert result.bodies >= 12 and len(calls) == 3  # RockA, RockB, the Cube node's cube
 
@@ -263,7 +263,7 @@ def test_gather_reads_each_mesh_once_and_every_matrix(registered, blend):
 
 def test_instances_of_random_size_share_voxelizations_by_size_and_keep_their_own_size(registered, monkeypatch):
     """About 200 cubes of sizes 0.9-1.1 (Random Value into Instance on Points' Scale): voxelized once per 1 % of
-    size (convert.INSTANCE_SIZE_STEP), not once per instance; each body still has its own size (its
+    size (body_geometry.INSTANCE_SIZE_STEP), not once per instance; each body still has its own size (its
     particles span its own cube) and its own mass (density x its own volume)."""
     fresh_scene(1, 2)
     bpy.ops.mesh.primitive_plane_add(size=12.0, location=(0.0, 0.0, 2.0))
@@ -289,17 +289,17 @@ def test_instances_of_random_size_share_voxelizations_by_size_and_keep_their_own
     sizes = np.linalg.norm(start[:, :3, :3], axis=1)[:, 0]
     assert len(start) >= 150 and sizes.min() < 0.92 and sizes.max() > 1.08
     calls = []
-    real = convert.vox.voxelize
+    real = voxelize_bodies.vox.voxelize
 
     def counted(vertices, *args, **kw):
         calls.append(len(vertices))
         return real(vertices, *args, **kw)
 
-    monkeypatch.setattr(convert.vox, "voxelize", counted)
+    monkeypatch.setattr(voxelize_bodies.vox, "voxelize", counted)
     converted = convert.convert_scene(bpy.context, [scatter], [], radius=0.04, frame_start=1, frame_end=1)
     model = converted.model
     assert model.body_count == len(start)
-    bins = int(np.ceil(np.log(sizes.max() / sizes.min()) / convert.INSTANCE_SIZE_STEP)) + 1
+    bins = int(np.ceil(np.log(sizes.max() / sizes.min()) / body_geometry.INSTANCE_SIZE_STEP)) + 1
     assert len(calls) <= bins <= 22, (len(calls), bins)
     spans = []
     for link in converted.bodies:
