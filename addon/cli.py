@@ -222,7 +222,9 @@ def bake(args) -> int:
 
     from . import blender
     from .blender import job as job_module
-    from .blender.job import BakeJob, BakeOptions, pick_objects, read_world
+    from .blender.bake_objects import pick_objects
+    from .blender.bake_options import BakeOptions, read_world
+    from .blender.job import BakeJob
     from .blender.properties import ROLE_LABELS
     from .core.settings import ROLE_IGNORED, ROLE_STATIC
     from .blender.bake_instances import CACHE_FOLDER_NAME

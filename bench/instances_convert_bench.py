@@ -40,7 +40,7 @@ def convert(path: Path) -> dict:
 
     import addon.blender as blender
     from addon.blender import convert as conv
-    from addon.blender.job import pick_objects
+    from addon.blender.bake_objects import pick_objects
 
     bpy.ops.wm.open_mainfile(filepath=str(path), load_ui=False)
     blender.register()

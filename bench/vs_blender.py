@@ -330,7 +330,9 @@ def run_ours(count: int, frames: int, seed: int, device: str, radius: float | No
 # ------------------------------------------------------------------------------------------------
 # profile of ours: kernels (device events) vs host
 def profile_ours(count: int, frames_for_profile: int, seed: int, device: str) -> dict:
-    from addon.blender.job import BakeJob, BakeOptions, pick_objects
+    from addon.blender.bake_objects import pick_objects
+    from addon.blender.bake_options import BakeOptions
+    from addon.blender.job import BakeJob
     from addon.core.opencl_engine import OpenCLEngine
 
     scene, cubes, ground = build_scene(count, 250, seed)

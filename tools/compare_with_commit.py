@@ -161,7 +161,7 @@ def _run(cmd, cwd: Path, log: Path, extra_env=None, refusal: str | None = None) 
     return True
 
 
-INSTANCES_ONLY = "bake to Instances only"  # the keyframe bake's refusal of instancers (addon/blender/job.py)
+INSTANCES_ONLY = "bake to Instances only"  # the keyframe bake's refusal of instancers (addon/blender/bake_objects.py)
 
 
 def _bake_scene(tree: Path, scene: Path, out: Path, frame_args, device_args, log: Path) -> None:

@@ -12,104 +12,19 @@ scene's current frame is set to the first bake frame while the job runs and rest
 """
 from __future__ import annotations
 
-import math
 import sys
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 
 import bpy
 import numpy as np
 
-from . import bake, instancers, rigid_body_world
+from . import bake, rigid_body_world
 from ..core.device_buffers import estimate_device_memory
 from ..core.rotations import pose_matrices
-from ..core.settings import (ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION, ROLE_IGNORED, ROLE_STATIC, ConversionSettings,
-                             FrameSettings, SimulationSettings)
-from .properties import BAKE_MODE_ITEMS, contact_geometry_gone
-
-BAKE_MODES = tuple(identifier for identifier, _label, _description in BAKE_MODE_ITEMS)
-
-
-class BakeError(Exception):
-    """A user-facing reason the bake cannot run (no objects, bad settings, no OpenCL)."""
-
-
-def manual_stiffness(s) -> bool:
-    """Whether the scene's Stiffness Target applies: Stiffness set to Manual, or a target set in a
-    file saved before Stiffness existed (its mode was never set), which then keeps its meaning."""
-    if s.stiffness_mode == "MANUAL":
-        return True
-    return not s.is_property_set("stiffness_mode") and s.is_property_set("target_penetration")
-
-
-def _scene_values(scene) -> dict:
-    """The scene's add-on settings (``Scene.prb_settings``) by the names of the core settings' fields
-    they fill (the frames and gravity alone where the add-on has none)."""
-    values = dict(frame_start=scene.frame_start, frame_end=scene.frame_end, gravity=scene_gravity(scene))
-    if rigid_body_world.is_setup(scene):  # its gravity, time scale, cache range and Bullet's combining
-        values.update(rigid_body_world.world_values(scene))
-    s = getattr(scene, "prb_settings", None)
-    if s is None:
-        return values
-    if not s.use_scene_frame_range:
-        values.update(frame_start=s.frame_start, frame_end=s.frame_end)
-    values.update(
-        frame_step=s.frame_step,
-        substeps=s.substeps if s.substeps_mode == "MANUAL" else None,
-        radius=s.particle_radius if s.radius_mode == "MANUAL" else None,
-        max_particles=s.max_particles,
-        target_penetration=s.target_penetration if manual_stiffness(s) else None,
-        contact_geometry=s.contact_geometry,
-        sleep_speed=s.sleep_speed if s.use_sleep else 0.0,
-        sleep_time=s.sleep_time,
-        device=s.device if s.device not in ("", "AUTO") else None,
-        bake_mode=s.bake_mode,
-        cache_folder=s.cache_folder,
-    )
-    return values
-
-
-@dataclass
-class BakeOptions:
-    """What a bake runs with: the core's settings, each of which checks its own values, and how the
-    job runs and writes the result."""
-
-    frames: FrameSettings = field(default_factory=FrameSettings)
-    conversion: ConversionSettings = field(default_factory=ConversionSettings)
-    simulation: SimulationSettings = field(default_factory=SimulationSettings)
-    backend: str = "opencl"
-    bake_mode: str = BAKE_MODES[0]  # or "INSTANCES" (bake_instances.py)
-    cache_folder: str | None = None  # instances: where the point cache goes; None: bake_instances' default
-    # simulated seconds per second of the scene's frames (the Rigid Body world's Speed)
-    time_scale: float = 1.0
-
-    def __post_init__(self):
-        if self.bake_mode not in BAKE_MODES:
-            raise BakeError(f"bake mode must be one of {', '.join(BAKE_MODES)}, got {self.bake_mode!r}")
-        if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
-            raise BakeError(f"the Rigid Body world's Speed (time scale) must be a finite number more than 0, got "
-                            f"{self.time_scale:g}")
-
-    @classmethod
-    def from_scene(cls, scene, **overrides) -> "BakeOptions":
-        """The scene's settings with ``overrides`` (those not None) on top, each given by the name of
-        the field it sets (``frame_step``, ``radius``, ``contact_geometry``, ``bake_mode``...). A value
-        the core refuses raises BakeError with the core's message."""
-        values = _scene_values(scene)
-        values.update((name, value) for name, value in overrides.items() if value is not None)
-        if values.get("contact_geometry") == "":  # a Contacts choice this version does not have
-            raise BakeError(contact_geometry_gone(scene.prb_settings))
-
-        def take(kind):
-            names = {f.name for f in fields(kind)}
-            return kind(**{name: values.pop(name) for name in list(values) if name in names})
-
-        try:
-            settings = dict(frames=take(FrameSettings), conversion=take(ConversionSettings),
-                            simulation=take(SimulationSettings))
-        except ValueError as exc:
-            raise BakeError(str(exc)) from exc
-        return cls(**settings, **values)
+from .bake_objects import (animated_chain, constraint_problems, estimate, format_bytes, instancers_message,
+                           refuse_instancers, transform_problem)
+from .bake_options import BakeError, BakeOptions, frame_rate
 
 
 @dataclass
@@ -135,117 +50,6 @@ class BakeResult:
         for warning in self.warnings:
             text += f"; warning: {warning}"
         return text
-
-
-def scene_gravity(scene) -> tuple:
-    return tuple(scene.gravity) if scene.use_gravity else (0.0, 0.0, 0.0)
-
-
-def frame_rate(scene) -> float:
-    return scene.render.fps / scene.render.fps_base
-
-
-def read_world(scene):
-    """The scene's Rigid Body world as the bake's setup (rigid_body_world.read_world), or None where the
-    add-on's roles apply; a setup it cannot bake raises BakeError naming the object."""
-    try:
-        return rigid_body_world.read_world(scene)
-    except rigid_body_world.WorldRefused as exc:
-        raise BakeError(str(exc)) from exc
-
-
-def pick_objects(context, selected=None, world=None):
-    """(dynamic, static) objects for Simulate & Bake.
-
-    With the scene's Rigid Body world (``world``, read_world): its ACTIVE objects and its PASSIVE ones.
-    Else dynamic: objects whose role is Dynamic, plus selected mesh objects whose role is Follow Selection;
-    static: objects whose role is Static Collider. Ignored objects never take part.
-    """
-    if world is not None:
-        return list(world.active), list(world.passive)
-    scene = context.scene
-    if selected is None:
-        selected = list(getattr(context, "selected_objects", None) or [])
-    objects = list(scene.objects)
-    dynamic = [o for o in objects if o.prb.role == ROLE_DYNAMIC]
-    seen = set(o.name for o in dynamic)
-    for o in selected:
-        if o.type == "MESH" and o.prb.role == ROLE_FOLLOW_SELECTION and o.name not in seen:
-            dynamic.append(o)
-            seen.add(o.name)
-    static = [o for o in objects if o.prb.role == ROLE_STATIC and o.name not in seen]
-    return dynamic, static
-
-
-def estimate(context, dynamic, options: BakeOptions | None = None) -> dict:
-    """Cheap estimate for the panel: bodies, particles (from bounding boxes), memory in bytes.
-
-    An instancer (instancers.py) counts as its instances, each with its mesh's bounding box."""
-    radius = options.conversion.radius if options else None
-    counts, volumes = [], []
-    per_instancer = {}
-    if dynamic and any(instancers.may_instance(o) for o in dynamic):
-        per_instancer = instancers.instance_volumes(context.evaluated_depsgraph_get(), dynamic)
-    for o in dynamic:
-        if o.name in per_instancer:
-            for count, volume in per_instancer[o.name]:
-                counts.append(count)
-                volumes.append(volume)
-            continue
-        dims = np.asarray(o.dimensions, dtype=np.float64)
-        counts.append(1)
-        volumes.append(float(np.prod(np.maximum(dims, 1e-9))))
-    counts, volumes = np.array(counts, dtype=np.int64), np.array(volumes, dtype=np.float64)
-    bodies = int(counts.sum())
-    instanced = {name: sum(count for count, _v in entries) for name, entries in per_instancer.items()}
-    # a body whose size is NaN or infinite (its transform is: the bake refuses it, transform_problem)
-    # counts as a body without particles
-    counts, volumes = counts[np.isfinite(volumes)], volumes[np.isfinite(volumes)]
-    if not len(volumes):
-        return dict(bodies=bodies, particles=0, memory=0, radius=radius, instancers=instanced)
-    if radius is None:
-        # same spirit as the automatic radius: the smallest body about 3 particles across
-        radius = max(volumes.min() ** (1.0 / 3.0) / 6.0, 1e-4)
-    particles = int((counts * np.maximum(1.0, volumes / (2 * radius) ** 3)).sum())
-    memory = int(estimate_device_memory(particles, bodies, options.simulation.contact_geometry if options else None))
-    return dict(bodies=bodies, particles=particles, memory=memory, radius=radius, instancers=instanced)
-
-
-def transform_problem(objects) -> str | None:
-    """The first of ``objects`` taking part (not Ignored) whose transform holds a NaN or infinity, as
-    the line that refuses the bake (scene_objects.transform_problem); None when every one is finite."""
-    from .scene_objects import transform_problem as problem_of
-
-    for obj in objects:
-        if obj.prb.role != ROLE_IGNORED:
-            problem = problem_of(obj)
-            if problem:
-                return problem
-    return None
-
-
-def _refuse_instancers(context, dynamic) -> None:
-    """Keyframes need an object per body: instancers bake to instances only (why: instancers.py)."""
-    candidates = [o for o in dynamic if instancers.may_instance(o)]
-    if not candidates:
-        return
-    counts = instancers.count_instances(context.evaluated_depsgraph_get(), candidates)
-    if counts:
-        raise BakeError(_instancers_message(counts))
-
-
-def _instancers_message(counts: dict) -> str:
-    names = ", ".join(f"{name} ({count:,} instances)" for name, count in counts.items())
-    return (f"instancers bake to Instances only: {names}. Keyframes need an object per body: set Bake To: "
-            "Instances")
-
-
-def format_bytes(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024.0
-    return f"{n:.1f} GB"
 
 
 def _transform_values(obj):
@@ -317,7 +121,7 @@ class BakeJob:
         if problem:
             raise BakeError(problem)
         if opts.bake_mode == "KEYFRAMES":
-            refused = [problem for obj in self.dynamic for problem in _constraint_problems(obj)]
+            refused = [problem for obj in self.dynamic for problem in constraint_problems(obj)]
             if refused:
                 raise BakeError(
                     f"constraints would move baked bodies off their simulated motion: {'; '.join(refused)}. "
@@ -328,7 +132,7 @@ class BakeJob:
             if shown:
                 raise BakeError(f"the dynamic objects are shown by the instance bake {', '.join(shown)}: Clear Bake "
                                 "first to bake them to keyframes, or bake to Instances again")
-            _refuse_instancers(self.context, self.dynamic)
+            refuse_instancers(self.context, self.dynamic)
         device = None
         if opts.backend == "opencl":
             from ..core.device import choose_device
@@ -417,7 +221,7 @@ class BakeJob:
                     self.objects, links, {b.instancer: b for b in getattr(conv, "instancers", ())})
                 self.instances.begin(sources, links, self.frames_total + 1, body_source=body_source, hide=hide)
             elif getattr(conv, "instancers", None):  # check() counted none: the scene changed since
-                raise BakeError(_instancers_message({b.instancer: b.count for b in conv.instancers}))
+                raise BakeError(instancers_message({b.instancer: b.count for b in conv.instancers}))
             self._frames = self.sim.frames(self.frames_total)
             self._keep(self._next_frame())
             if self.live:
@@ -509,7 +313,7 @@ class BakeJob:
                 continue
             if parent.name in index:
                 out[obj.name] = world[:, index[parent.name]]
-            elif _animated_chain(parent):
+            elif animated_chain(parent):
                 sample.append(obj)
         if sample:
             frames = self.key_frames()
@@ -599,41 +403,6 @@ class BakeJob:
     def _say(self, text: str) -> None:
         if self.log:
             self.log(text)
-
-
-# Keys go on the object's own channels and its constraints act on top of them afterwards. That is
-# undone exactly only when the constraint's result is a fixed matrix times the channels' matrix: a Child
-# Of using every channel, to a target that does not move (local_channels then writes the keys in the
-# space the constraint puts them in). Any other constraint depends on the channels themselves (Copy
-# Rotation replaces the rotation, Limit Location clamps it, Track To turns the body), so the baked motion
-# would not be the simulated one.
-_CHILD_OF_CHANNELS = tuple(f"use_{kind}_{axis}" for kind in ("location", "rotation", "scale") for axis in "xyz")
-
-
-def _constraint_problems(obj) -> list[str]:
-    problems = []
-    for con in obj.constraints:
-        if con.mute or con.influence == 0.0:
-            continue
-        what = f"{obj.name}: {con.type.replace('_', ' ').title()} constraint '{con.name}'"
-        if con.type != "CHILD_OF":
-            problems.append(what)
-        elif con.influence != 1.0 or not all(getattr(con, name, True) for name in _CHILD_OF_CHANNELS):
-            problems.append(f"{what} (not every channel, or influence below 1)")
-        elif con.target is not None and _animated_chain(con.target):
-            problems.append(f"{what} (its target moves)")
-    return problems
-
-
-def _animated_chain(obj) -> bool:
-    while obj is not None:
-        ad = obj.animation_data
-        if ad and (ad.action is not None or len(ad.drivers) or len(ad.nla_tracks)):
-            return True
-        if len(obj.constraints):
-            return True
-        obj = obj.parent
-    return False
 
 
 def print_log(text: str) -> None:

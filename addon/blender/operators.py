@@ -7,7 +7,9 @@ import bpy
 from bpy.props import EnumProperty
 
 from . import bake, bake_instances, rigid_body_world
-from .job import BakeError, BakeJob, BakeOptions, pick_objects, print_log, read_world
+from .bake_objects import pick_objects
+from .bake_options import BakeError, BakeOptions, read_world
+from .job import BakeJob, print_log
 from .progress import ProgressPrinter
 
 BACKEND_ITEMS = (

@@ -16,8 +16,8 @@ import bpy
 from . import bake, bake_instances, cpu_driver, instancers, properties, rigid_body_world
 from ..core.contact_geometry import CONTACT_GEOMETRY
 from ..core.settings import ROLE_IGNORED, ROLE_STATIC
-from .job import (BakeError, BakeOptions, estimate, format_bytes, manual_stiffness, pick_objects, read_world,
-                  transform_problem)
+from .bake_objects import estimate, format_bytes, pick_objects, transform_problem
+from .bake_options import BakeError, BakeOptions, manual_stiffness, read_world
 from .preferences import ADDON_MODULE, wrap_width
 
 CATEGORY = "Particle Bodies"
@@ -31,11 +31,11 @@ class SceneSummary:
     dynamic: int  # objects that would be simulated
     bodies: int  # bodies they make (an instancer makes one per instance)
     static: int  # static colliders
-    particles: int  # estimate from bounding boxes (job.estimate)
+    particles: int  # estimate from bounding boxes (bake_objects.estimate)
     memory: int  # bytes of device memory, estimated
     baked: int  # objects holding a keyframe bake
     instancers: dict  # name -> instances, of the dynamic instancers (they bake to instances only)
-    refused: str | None = None  # why Simulate & Bake would refuse the objects (job.transform_problem)
+    refused: str | None = None  # why Simulate & Bake would refuse the objects (bake_objects.transform_problem)
     world: str = ""  # what the Rigid Body world set up, when it is the setup (RigidBodyWorld.summary)
     world_note: str | None = None  # what of that setup the bake leaves out (RigidBodyWorld.constraints_note)
 

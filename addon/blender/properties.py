@@ -28,7 +28,7 @@ RETIRED_CONTACT_GEOMETRIES = {
     1: "Flat Faces, which was retired (Rigid Voxels rest faces flat and stand stacks and walls)"}
 CONTACT_GEOMETRY_ITEMS = tuple((g.name, g.label, g.tooltip(), g.number)
                                for g in CONTACT_GEOMETRY.values())
-# Bake To (job.BAKE_MODES); the first is the default
+# Bake To (bake_options.BAKE_MODES); the first is the default
 BAKE_MODE_ITEMS = (
     ("KEYFRAMES", "Keyframes", "Key each body's object: editable per object, up to ~10,000 bodies"),
     ("INSTANCES", "Instances", "One object shows every body from a point cache beside the .blend "

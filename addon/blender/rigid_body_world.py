@@ -242,7 +242,7 @@ def read_world(scene) -> RigidBodyWorld | None:
 
 
 def world_values(scene) -> dict:
-    """The world's part of the bake's settings, by the names of the settings' fields (job.BakeOptions):
+    """The world's part of the bake's settings, by the names of the settings' fields (bake_options.BakeOptions):
     its gravity, time scale, cache range (the default frame range) and Bullet's combining rule."""
     world = scene.rigidbody_world
     cache = world.point_cache

@@ -9,7 +9,9 @@ import pytest
 from prb_helpers import add_cube, bpy, fresh_scene, scene_snapshot
 
 from addon.blender import bake  # noqa: E402
-from addon.blender.job import BakeJob, BakeOptions, pick_objects  # noqa: E402
+from addon.blender.bake_objects import pick_objects  # noqa: E402
+from addon.blender.bake_options import BakeOptions  # noqa: E402
+from addon.blender.job import BakeJob  # noqa: E402
 from addon.core.rotations import quaternion_to_matrix  # noqa: E402
 FRAMES = (1, 12)
 

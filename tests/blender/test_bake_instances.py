@@ -15,7 +15,9 @@ import pytest
 from prb_helpers import add_cube, bpy, fresh_scene, scene_snapshot
 
 from addon.blender import bake, bake_instances  # noqa: E402
-from addon.blender.job import BakeError, BakeJob, BakeOptions, pick_objects  # noqa: E402
+from addon.blender.bake_objects import pick_objects  # noqa: E402
+from addon.blender.bake_options import BakeError, BakeOptions  # noqa: E402
+from addon.blender.job import BakeJob  # noqa: E402
 from addon.core import point_cache  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,9 @@ import pytest
 from prb_helpers import action_snapshot, add_cube, bpy, fresh_scene, scene_snapshot
 
 from addon.blender import bake, operators  # noqa: E402
-from addon.blender.job import BakeError, BakeJob, BakeOptions, pick_objects  # noqa: E402
+from addon.blender.bake_objects import pick_objects  # noqa: E402
+from addon.blender.bake_options import BakeError, BakeOptions  # noqa: E402
+from addon.blender.job import BakeJob  # noqa: E402
 from addon.core.contact_geometry import CONTACT_GEOMETRY  # noqa: E402
 from addon.core.settings import CONTACT_GEOMETRIES, SimulationSettings  # noqa: E402
 from test_bake import assert_keys_match_engine, run_job  # noqa: E402
@@ -416,7 +418,7 @@ def test_dynamic_child_of_a_dynamic_parent_follows_the_engine(registered):
 
 def test_child_of_a_parent_moved_by_a_constraint_follows_the_engine(registered):
     """The parent has no keys of its own: a Copy Location constraint moves it after an animated
-    target, so its motion must be sampled frame by frame (job._animated_chain)."""
+    target, so its motion must be sampled frame by frame (bake_objects.animated_chain)."""
     fresh_scene(1, 10)
     bpy.ops.object.empty_add(location=(0.0, 0.0, 0.0))
     target = bpy.context.object

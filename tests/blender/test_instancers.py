@@ -14,7 +14,8 @@ from mathutils import Matrix
 from prb_helpers import StrictLayout, bpy, data_counts, draw_labels, fresh_scene, scene_snapshot
 
 from addon.blender import bake, bake_instances, body_geometry, convert, instancers, voxelize_bodies  # noqa: E402
-from addon.blender.job import BakeError, estimate  # noqa: E402
+from addon.blender.bake_objects import estimate  # noqa: E402
+from addon.blender.bake_options import BakeError  # noqa: E402
 from sample_scenes.generate import _socket, points_on_faces_group  # noqa: E402
 from test_bake_instances import keyframe_matrices, play_without_addon, run_job  # noqa: E402
 

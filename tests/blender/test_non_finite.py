@@ -15,7 +15,7 @@ import pytest
 from prb_helpers import add_cube, bpy, draw_labels, fresh_scene, scene_snapshot
 
 from addon.blender import job as job_module, panels  # noqa: E402
-from addon.blender.job import BakeError  # noqa: E402
+from addon.blender.bake_options import BakeError  # noqa: E402
 from test_bake_instances import run_job  # noqa: E402
 from test_bake_paths import _Event, _operator, _WindowContext  # noqa: E402
 

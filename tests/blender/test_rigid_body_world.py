@@ -191,11 +191,11 @@ def test_constraints_are_counted_and_the_bake_says_they_were_not_simulated(regis
     note = ("1 rigid body constraint of the Rigid Body world is not simulated (constraints are not supported yet): "
             "the bodies move as if unconstrained")
     assert "Not simulated:" in labels
-    from addon.blender import job as job_module
+    from addon.blender import bake_objects, bake_options, job as job_module
 
-    world = job_module.read_world(scene)
+    world = bake_options.read_world(scene)
     assert world.constraints_note() == note
-    dynamic, static = job_module.pick_objects(bpy.context, world=world)
+    dynamic, static = bake_objects.pick_objects(bpy.context, world=world)
     result = job_module.BakeJob(bpy.context, dynamic, static, world=world).run()
     assert result.warnings == [note]
     assert result.summary().endswith("; warning: " + note)
