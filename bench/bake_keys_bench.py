@@ -4,7 +4,7 @@
                                     [--output out/bake_keys_bench.json]
 
 Synthetic world transforms (a tumbling fall per object) go through the same code as a real bake:
-``bake.local_channels`` (world -> local channels in the object's rotation mode, continuity) and
+``local_channels.local_channels`` (world -> local channels in the object's rotation mode, continuity) and
 ``bake.write_bake`` (one action per object, F-curves filled with foreach_set, LINEAR). Times both
 parts separately and checks a few keys by evaluating the scene. Target: key writing <= 1 s for
 1000 objects x 250 frames.
@@ -27,7 +27,7 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-ben
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from addon.blender import bake  # noqa: E402
+from addon.blender import bake, clear_bake, local_channels  # noqa: E402
 from addon.core.rotations import axis_angle_quaternions, pose_matrices  # noqa: E402
 from bench.machine import cpu_model  # noqa: E402
 
@@ -65,10 +65,10 @@ def main() -> int:
 
     convert_times, write_times = [], []
     for _ in range(args.repeat):
-        bake.clear_bakes(objects)  # start each run from scratch (clear the previous bake)
+        clear_bake.clear_bakes(objects)  # start each run from scratch (clear the previous bake)
         t0 = time.perf_counter()
         world = pose_matrices(positions, orient, com, start)
-        channels = bake.local_channels(objects, world)
+        channels = local_channels.local_channels(objects, world)
         t1 = time.perf_counter()
         bake.write_bake(frames, channels)
         t2 = time.perf_counter()

@@ -4,7 +4,7 @@
 
 N objects get keys for F frames through ``bake.write_bake`` (the bake's own writer), then the same
 bake again (a re-bake over the same frames, which writes into the earlier keys), then a re-bake over
-F + 1 frames (new actions replace the earlier ones), then ``bake.clear_bakes`` (Clear Bake). Each
+F + 1 frames (new actions replace the earlier ones), then ``clear_bake.clear_bakes`` (Clear Bake). Each
 step is timed and checked (one action per object, named after it; none left after clearing).
 """
 from __future__ import annotations
@@ -25,14 +25,14 @@ os.environ.setdefault("BLENDER_USER_RESOURCES", tempfile.mkdtemp(prefix="prb-ben
 import bpy  # noqa: E402
 import numpy as np  # noqa: E402
 
-from addon.blender import bake  # noqa: E402
+from addon.blender import bake, clear_bake, local_channels  # noqa: E402
 from bench.machine import cpu_model  # noqa: E402
 
 
 def channels_for(objects, frames: int):
     world = np.tile(np.eye(4), (frames, len(objects), 1, 1))
     world[..., 0, 3] = (np.arange(frames) * 0.01)[:, None]  # a slow drift along x
-    return bake.local_channels(objects, world)
+    return local_channels.local_channels(objects, world)
 
 
 def check_bake(objects, frames: int) -> None:
@@ -67,7 +67,7 @@ def main(argv=None) -> int:
         check_bake(objects, frames)
         print(f"{step}: {seconds[step]:.2f} s", flush=True)
     t = time.perf_counter()
-    cleared = bake.clear_bakes(objects)
+    cleared = clear_bake.clear_bakes(objects)
     seconds["clear"] = time.perf_counter() - t
     assert cleared == len(objects) and len(bpy.data.actions) == 0
     assert all(obj.animation_data is None for obj in objects)

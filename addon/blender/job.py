@@ -25,6 +25,7 @@ from ..core.rotations import pose_matrices
 from .bake_objects import (animated_chain, constraint_problems, estimate, format_bytes, instancers_message,
                            refuse_instancers, transform_problem)
 from .bake_options import BakeError, BakeOptions, frame_rate
+from .local_channels import local_channels
 
 
 @dataclass
@@ -343,7 +344,7 @@ class BakeJob:
             else:
                 cache_object = ""
                 world = self.world_matrices()
-                channels = bake.local_channels(self.objects, world, self._moving_parents(world))
+                channels = local_channels(self.objects, world, self._moving_parents(world))
                 bake.write_bake(self.key_frames(), channels)
             if self.world is not None and rigid_body_world.turn_off_after_bake(self.scene):
                 self._say("PRB: the Rigid Body world is off now, so that Play shows the bake (Clear Bake, or Turn "

@@ -9,6 +9,7 @@ from bpy.props import EnumProperty
 from . import bake, bake_instances, rigid_body_world
 from .bake_objects import pick_objects
 from .bake_options import BakeError, BakeOptions, read_world
+from .clear_bake import clear_bakes
 from .job import BakeJob, print_log
 from .progress import ProgressPrinter
 
@@ -191,7 +192,7 @@ class PRB_OT_clear_bake(bpy.types.Operator):
         if not objects and not caches:
             self.report({"INFO"}, "No baked objects")
             return {"CANCELLED"}
-        cleared = bake.clear_bakes(objects) if objects else 0
+        cleared = clear_bakes(objects) if objects else 0
         cleared += sum(bake_instances.clear_instances(cache) for cache in caches)
         text = f"Cleared the bake of {cleared} object{'s' if cleared != 1 else ''}"
         # the last bake gone: Bullet may simulate the world's bodies again

@@ -155,7 +155,7 @@ def animation_shown(scene, objects):
     """The objects moved by their own animation while inside: the world off (else Bullet's simulation
     places its bodies) and, on an object baked before, the user's action in place of the bake's
     (bake.PREV_ACTION). Both put back on leaving."""
-    from .bake import PREV_ACTION, PREV_SLOT, _assign, is_bake_action
+    from .bake import PREV_ACTION, PREV_SLOT, assign_action, is_bake_action
 
     world = scene.rigidbody_world
     was_enabled = world.enabled
@@ -167,11 +167,11 @@ def animation_shown(scene, objects):
             if ad is not None and is_bake_action(ad.action):
                 slot = ad.action_slot.identifier if getattr(ad, "action_slot", None) is not None else None
                 swapped.append((obj, ad.action, slot))
-                _assign(obj, obj.get(PREV_ACTION), obj.get(PREV_SLOT))
+                assign_action(obj, obj.get(PREV_ACTION), obj.get(PREV_SLOT))
         yield
     finally:
         for obj, action, slot in swapped:
-            _assign(obj, action, slot)
+            assign_action(obj, action, slot)
         world.enabled = was_enabled
 
 

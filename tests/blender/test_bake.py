@@ -8,7 +8,7 @@ import pytest
 
 from prb_helpers import add_cube, bpy, fresh_scene, scene_snapshot
 
-from addon.blender import bake  # noqa: E402
+from addon.blender import bake, local_channels  # noqa: E402
 from addon.blender.bake_objects import pick_objects  # noqa: E402
 from addon.blender.bake_options import BakeOptions  # noqa: E402
 from addon.blender.job import BakeJob  # noqa: E402
@@ -270,8 +270,8 @@ def test_euler_conversion_matches_mathutils():
     rng = np.random.default_rng(3)
     q = rng.normal(size=(40, 4))
     q /= np.linalg.norm(q, axis=1, keepdims=True)
-    for order in bake.EULER_ORDERS:
-        eul = bake.continuous_eulers(quaternion_to_matrix(q)[:, None], order)[:, 0]
+    for order in local_channels.EULER_ORDERS:
+        eul = local_channels.continuous_eulers(quaternion_to_matrix(q)[:, None], order)[:, 0]
         for e, qq in zip(eul, q):
             from mathutils import Euler
 
@@ -291,7 +291,7 @@ def assert_channels_reproduce_moves(objects, frames: int = 5, seed: int = 7):
     rigid[..., :3, 3] = rng.normal(size=(frames, len(objects), 3))
     rigid[..., 3, 3] = 1.0
     world = rigid @ start[None]
-    channels = bake.local_channels(objects, world)
+    channels = local_channels.local_channels(objects, world)
     for f in range(frames):
         for obj, ch in zip(objects, channels):
             obj.location = ch.location[f]

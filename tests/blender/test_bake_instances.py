@@ -14,7 +14,7 @@ import pytest
 
 from prb_helpers import add_cube, bpy, fresh_scene, scene_snapshot
 
-from addon.blender import bake, bake_instances  # noqa: E402
+from addon.blender import bake, bake_instances, clear_bake  # noqa: E402
 from addon.blender.bake_objects import pick_objects  # noqa: E402
 from addon.blender.bake_options import BakeError, BakeOptions  # noqa: E402
 from addon.blender.job import BakeJob  # noqa: E402
@@ -160,7 +160,7 @@ def test_keys_instances_and_simulation_agree_on_every_frame_without_the_addon(re
                                        err_msg=f"{name}'s keys, frame {frame}")
     moved = np.linalg.norm(simulated[-1, :, :3, 3] - simulated[0, :, :3, 3], axis=1)
     assert (moved > 0.1).all(), dict(zip(bodies, moved))  # every body fell: the comparison means something
-    bake.clear_bakes(keyed_job.objects)
+    clear_bake.clear_bakes(keyed_job.objects)
 
     job, result = run_job(bake_mode="INSTANCES")
     assert [o.name for o in job.objects] == bodies
