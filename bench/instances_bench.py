@@ -9,7 +9,7 @@ The poses are made up (bodies falling and tumbling in a block), not simulated: t
 not the engine (bench/instances_gpu_bench.py times both together). Write phase: the core alone
 (addon.core.point_cache) in this process, peak memory by tracemalloc (numpy reports its buffers to it).
 Blender phase (bpy module): a saved .blend with four body meshes, the cache object built by
-addon.blender.bake_instances, then ``scene.frame_set`` timed on frames spread over the range (each one
+addon.blender.instance_cache_object, then ``scene.frame_set`` timed on frames spread over the range (each one
 reads the frame from the PC2 file, turns the points into instances), and one walk over
 ``depsgraph.object_instances`` (what a render engine does on export). Wall and CPU time (all of this
 process's threads) of each evaluation are both kept: on the shared 2-core VM the wall time mostly
@@ -101,7 +101,7 @@ def write_phase(path: str, bodies: int, frames: int, fps: float = 24.0) -> dict:
 def blender_phase(folder: str, cache_path: str, bodies: int, frames: int, samples: int) -> dict:
     import bpy
 
-    from addon.blender import bake_instances
+    from addon.blender import bake_instances, instance_cache_object
 
     bpy.ops.wm.read_factory_settings(use_empty=True)
     scene = bpy.context.scene
@@ -128,8 +128,8 @@ def blender_phase(folder: str, cache_path: str, bodies: int, frames: int, sample
     body_frames = point_cache.BodyFrames(com, matrix)
     first = point_cache.read_frame(absolute, 0)
     t0 = time.perf_counter()
-    cache = bake_instances.build_cache_object(scene, sources, body_source, body_frames, first, stored, 1, 1,
-                                              hide=sources)
+    cache = instance_cache_object.build_cache_object(scene, sources, body_source, body_frames, first, stored, 1, 1,
+                                                     hide=sources)
     build_s = time.perf_counter() - t0
     bpy.ops.wm.save_mainfile()
     blend_bytes = os.path.getsize(blend)

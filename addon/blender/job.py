@@ -127,7 +127,7 @@ class BakeJob:
                 raise BakeError(
                     f"constraints would move baked bodies off their simulated motion: {'; '.join(refused)}. "
                     "Mute or remove them (or bake to Instances, which ignores them)")
-            from .bake_instances import HIDDEN_BY
+            from .instance_cache_object import HIDDEN_BY
 
             shown = sorted({o[HIDDEN_BY].name for o in self.dynamic if o.get(HIDDEN_BY) is not None})
             if shown:
@@ -216,7 +216,7 @@ class BakeJob:
             self.positions = np.empty((kept, bodies, 3))
             self.orientations = np.empty((kept, bodies, 4))
             if self.instances is not None:
-                from .bake_instances import body_sources
+                from .instance_cache_object import body_sources
 
                 sources, body_source, hide = body_sources(
                     self.objects, links, {b.instancer: b for b in getattr(conv, "instancers", ())})

@@ -14,7 +14,7 @@ import pytest
 
 from prb_helpers import add_cube, bpy, fresh_scene, scene_snapshot
 
-from addon.blender import bake, bake_instances, clear_bake  # noqa: E402
+from addon.blender import bake, bake_instances, clear_bake, instance_cache_object  # noqa: E402
 from addon.blender.bake_objects import pick_objects  # noqa: E402
 from addon.blender.bake_options import BakeError, BakeOptions  # noqa: E402
 from addon.blender.job import BakeJob  # noqa: E402
@@ -166,9 +166,9 @@ def test_keys_instances_and_simulation_agree_on_every_frame_without_the_addon(re
     assert [o.name for o in job.objects] == bodies
     cache = bpy.data.objects[result.cache_object]
     assert result.keyed_objects == [] and not any(bake.has_bake(o) for o in job.objects)
-    assert cache.users_collection[0].name == bake_instances.collection_name(scene)
+    assert cache.users_collection[0].name == instance_cache_object.collection_name(scene)
     assert all(o.hide_viewport and o.hide_render for o in job.objects)
-    meshes = cache[bake_instances.MESHES]
+    meshes = cache[instance_cache_object.MESHES]
     assert len(meshes.objects) == len(set(data_names))  # linked duplicates share one proxy
     assert "Red" in [m.name for m in bpy.data.objects[
         next(p.name for p in meshes.objects if p.data.name == "Cone")].data.materials]
@@ -216,7 +216,7 @@ def test_rebake_replaces_only_its_own_cache_and_cancel_keeps_it(registered, blen
     other_file.parent.mkdir()
     other_file.write_bytes(b"not ours")
     stranger = bpy.data.objects.new("PRB Instances Other", bpy.data.meshes.new("x"))
-    stranger[bake_instances.CACHE_SCENE] = other.name
+    stranger[instance_cache_object.CACHE_SCENE] = other.name
     stranger.modifiers.new("cache", "MESH_CACHE").filepath = "//prb_cache/other.pc2"
     other.collection.objects.link(stranger)
 

@@ -13,7 +13,8 @@ from mathutils import Matrix
 
 from prb_helpers import StrictLayout, bpy, data_counts, draw_labels, fresh_scene, scene_snapshot
 
-from addon.blender import bake, bake_instances, body_geometry, convert, instancers, voxelize_bodies  # noqa: E402
+from addon.blender import bake, bake_instances, body_geometry, convert, instancers  # noqa: E402
+from addon.blender import instance_cache_object, voxelize_bodies  # noqa: E402
 from addon.blender.bake_objects import estimate  # noqa: E402
 from addon.blender.bake_options import BakeError  # noqa: E402
 from sample_scenes.generate import _socket, points_on_faces_group  # noqa: E402
@@ -130,7 +131,7 @@ def test_a_scatter_bakes_like_its_instances_made_real(registered, blend):
     assert scatter.hide_viewport and scatter.hide_render
     cache = bpy.data.objects[result.cache_object]
     # one proxy per distinct mesh: RockA, RockB and the Cube node's mesh, with their materials
-    proxies = cache[bake_instances.MESHES].objects
+    proxies = cache[instance_cache_object.MESHES].objects
     assert len(proxies) == 3
     assert sorted(m.name for p in proxies for m in p.data.materials if m) == ["RockAStone", "RockBStone"]
     assert not [o for o in bpy.data.objects if o.name.startswith("Scatter ")]  # no temporary object left
