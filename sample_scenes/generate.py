@@ -97,7 +97,8 @@ def dice_layout(count: int = 1000, column_height: int = 10, step: float = 0.7, s
 def large_model(count: int, particle_radius: float = 1.0 / 6.0, friction: float = 0.5, column_height: int = 10):
     """The dice formation with ``count`` cubes as a core ``Model`` (27 particles each, ground plane at z=0),
     built without Blender for engine benchmarks of 10k - 1M cubes."""
-    from addon.core.model import Material, ModelBuilder
+    from addon.core.model import Material
+    from addon.core.model_builder import ModelBuilder
     from addon.core.shapes import cube_particles
 
     builder = ModelBuilder(particle_radius=particle_radius)

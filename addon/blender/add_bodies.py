@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import voxelize as vox
-from ..core.model import ModelBuilder
+from ..core.model_builder import ModelBuilder
 from ..core.rotations import matrix_quaternions, pose_matrices
 from ..core.settings import ObjectSettings
 from .body_geometry import Shape

@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core import voxelize as vox
-from ..core.model import Model, ModelBuilder
+from ..core.model import Model
+from ..core.model_builder import ModelBuilder
 from ..core.rotations import matrix_quaternions
 from ..core.settings import SimulationSettings
 from .add_bodies import add_bodies

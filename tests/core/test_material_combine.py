@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from addon.core.model import Material, ModelBuilder
+from addon.core.model import Material
+from addon.core.model_builder import ModelBuilder
 from addon.core.settings import (BULLET_MAX_FRICTION, MATERIAL_COMBINE_BULLET, SimulationSettings,
                                  derive_solver_parameters)
 
