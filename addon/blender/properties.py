@@ -1,6 +1,6 @@
 """Scene and per-object settings of the add-on (``Scene.prb_settings``, ``Object.prb``).
 
-Names follow docs/ARCHITECTURE.md; convert.py, the CLI and the sample scenes read them. Defaults
+Names follow docs/ARCHITECTURE.md; scene_objects.py, the CLI and the sample scenes read them. Defaults
 come from the core's settings dataclasses (core/settings.py), the one place they are set.
 """
 from __future__ import annotations
