@@ -72,6 +72,14 @@ def _cross(u, v):
     return np.array([u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]])
 
 
+def _matrix(q):
+    """The rotation matrix of one unit quaternion (w, x, y, z) (rotations.quaternion_to_matrix, for one)."""
+    w, x, y, z = q
+    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
+
+
 def _unit(v):
     n = np.linalg.norm(v)
     return v / n if n > 1e-12 else v
@@ -96,6 +104,8 @@ class ReferenceJoints:
         self.joint_broken = np.zeros(count, dtype=bool)
         self.joint_broken_substep = np.full(count, -1, dtype=np.int64)  # the substep it broke in
         self.broken_joint_count = 0
+        if count:  # each side's frame as a matrix in its body's frame (the world's for a static side)
+            self.joint_frame_matrices = (quaternion_to_matrix(joints.frame_a), quaternion_to_matrix(joints.frame_b))
 
     @property
     def _joint_count(self) -> int:
@@ -177,18 +187,19 @@ class ReferenceJoints:
         joints = self.model.joints
         x, q = (self.x, self.q) if moved else (self.x_start, self.q_start)
         a, b = joints.body_a[k], joints.body_b[k]
-        rot_a = quaternion_to_matrix(q[a])
+        local_a, local_b = self.joint_frame_matrices[0][k], self.joint_frame_matrices[1][k]
+        rot_a = _matrix(q[a])
         arm_a = rot_a @ joints.anchor_a[k]
-        frame_a = rot_a @ quaternion_to_matrix(joints.frame_a[k])
+        frame_a = rot_a @ local_a
         if b >= 0:
-            rot_b = quaternion_to_matrix(q[b])
+            rot_b = _matrix(q[b])
             arm_b = rot_b @ joints.anchor_b[k]
             point_b = x[b] + arm_b
-            frame_b = rot_b @ quaternion_to_matrix(joints.frame_b[k])
+            frame_b = rot_b @ local_b
         else:
             arm_b = np.zeros(3)
             point_b = joints.anchor_b[k]
-            frame_b = quaternion_to_matrix(joints.frame_b[k])
+            frame_b = local_b
         d = point_b - (x[a] + arm_a)
         coordinates = np.concatenate([frame_a.T @ d, euler_xyz(frame_a.T @ frame_b)])
         jacobian = np.zeros((ROWS, 12))
@@ -216,14 +227,18 @@ class ReferenceJoints:
         for side, body in enumerate(bodies):
             if body < 0:
                 continue
+            rot = _matrix(self.q[body])
+            inverse_inertia = rot @ m.body_inv_inertia_local[body] @ rot.T
             if not self.held[body]:
                 inverse[6 * side:6 * side + 3, 6 * side:6 * side + 3] = np.eye(3) / m.body_mass[body]
-                inverse[6 * side + 3:6 * side + 6, 6 * side + 3:6 * side + 6] = self._inverse_inertia(body)
+                inverse[6 * side + 3:6 * side + 6, 6 * side + 3:6 * side + 6] = inverse_inertia
             if not asleep[body]:
                 velocity[6 * side:6 * side + 3] = self.P[body] / m.body_mass[body]
-                velocity[6 * side + 3:6 * side + 6] = self._omega(body)
+                velocity[6 * side + 3:6 * side + 6] = (self.kinematic_omega[body] if self.kinematic[body]
+                                                       else inverse_inertia @ self.L[body])
         if not inverse.any():
             return  # both sides held
+        velocity_before = velocity.copy()
         use_bias = kind == "solve"
         coordinates, jacobian = self._joint_geometry(k, moved=kind not in ("warm", "solve"))
         generalized = np.zeros(12)  # the pass's impulses on (a, b) as J^T lambda
@@ -304,7 +319,7 @@ class ReferenceJoints:
             if body < 0 or self.held[body]:
                 continue
             linear, angular = generalized[6 * side:6 * side + 3], generalized[6 * side + 3:6 * side + 6]
-            self._change_momenta(body, linear, angular, move, self._omega(body))
+            self._change_momenta(body, linear, angular, move, velocity_before[6 * side + 3:6 * side + 6])
 
     def _break_joints(self):
         """After the substep's passes: a row whose impulse, scaled to a Bullet substep, reached the
