@@ -18,10 +18,14 @@ relative velocity along x / about x, its impulse capped). A joint's kind only ch
 the solver (reference_joints.py) sees rows. Axes as Blender's: HINGE turns about the frame's z,
 SLIDER and PISTON slide along its x, MOTOR drives along and about its x.
 
-Units as Blender's, read by Bullet: ``breaking_threshold`` and the motors' ``max_impulse`` are impulses
-per Bullet substep (1 / (scene fps x world substeps_per_frame) seconds: ``JointModel.bullet_substep``),
-per constraint row. The solver scales them to its own substep, so a steady load breaks a joint where
-it broke Bullet's: when force x bullet_substep reaches the threshold.
+Units as Blender's, read by Bullet: ``breaking_threshold`` is an impulse per Bullet substep (1 / (scene
+fps x world substeps_per_frame) seconds: ``JointModel.bullet_substep``) and constraint row
+(btSequentialImpulseConstraintSolver disables a constraint when one row's applied impulse reaches
+it). The solver scales it to its own substep, so a steady load breaks a joint where it broke
+Bullet's: when force x bullet_substep reaches the threshold. A motor's ``max_impulse``, despite its
+name, is a force (N) or torque (N m): Blender stores it in Bullet's m_maxMotorForce, which
+btGeneric6DofConstraint caps per substep at m_maxMotorForce / fps, so it does not depend on the
+substeps.
 
 Body b may be STATIC_BODY (-1): the world (a passive object or an empty); its frame is then given in
 world space. ``disable_collisions`` (Blender's default on) skips the contacts of the joint's two
@@ -68,7 +72,7 @@ class JointModel:
     spring_stiffness: np.ndarray  # (J, 6) N/m, N m/rad (0: none)
     spring_damping: np.ndarray  # (J, 6) N s/m, N m s/rad
     motor_velocity: np.ndarray  # (J, 6) target relative velocity, m/s or rad/s
-    motor_max_impulse: np.ndarray  # (J, 6) per Bullet substep; 0: no motor
+    motor_max_impulse: np.ndarray  # (J, 6) Blender's max impulse: a force or torque in effect; 0: no motor
     breaking_threshold: np.ndarray  # (J,) impulse per Bullet substep and row; inf: unbreakable
     disable_collisions: np.ndarray  # (J,) bool
     enabled: np.ndarray  # (J,) bool (Blender's ``enabled``: a disabled joint does nothing)

@@ -275,7 +275,7 @@ class ReferenceJoints:
                 k_row = effective(row)
                 if k_row <= 0:
                     continue
-                cap = joints.motor_max_impulse[k, row] * h / joints.bullet_substep
+                cap = joints.motor_max_impulse[k, row] * h  # a force in effect (core.joints)
                 cdot = jacobian[row] @ velocity - joints.motor_velocity[k, row]
                 old = self.joint_motor_impulse[k, row]
                 self.joint_motor_impulse[k, row] = min(max(old - cdot / k_row, -cap), cap)
