@@ -19,9 +19,10 @@ of a "relax" pass the poses after it (Box2D relaxes after integrating the positi
 
 Each joint is six rows (core.joints): linear coordinates of b's anchor along frame a's axes
 (Jacobian J = [-e, -(r_a + d) x e, e, r_b x e], the arm on a reaching b's anchor as Box2D's
-prismatic joint's), and the XYZ Euler angles of frame b in frame a on Bullet's 6-DOF axes
-(btGeneric6DofConstraint::calculateAngleInfo: J = [0, -a_k, 0, a_k]), valid to the gimbal at
-y = +-90 degrees, where no Blender type needs to go: HINGE turns about z and MOTOR's angle is free.
+prismatic joint's), and the XYZ Euler angles of frame b in frame a (Bullet's 6-DOF convention, matrixToEulerXYZ), their
+rows J = [0, -a_k, 0, a_k] along the dual basis of the Euler axes so that each row's velocity is
+exactly its angle's rate at any angle of the others (_joint_geometry), valid to the gimbal at y =
++-90 degrees, where no Blender type needs to go: HINGE turns about z, which may go round and round.
 In a pass a joint's rows are solved in Box2D's revolute order, one after another on the velocities
 they leave: springs (soft with the user's stiffness k and damping c: bias rate k / (c + h k), and
 a2 = h (c + h k) / m_eff giving mass scale a2 / (1 + a2) and impulse scale 1 / (1 + a2), b2MakeSoft
@@ -207,10 +208,13 @@ class ReferenceJoints:
         for row in range(3):
             e = frame_a[:, row]
             jacobian[row] = np.concatenate([-e, -_cross(reach_a, e), e, _cross(arm_b, e)])
-        # Bullet's 6-DOF angular axes
-        axis0, axis2 = frame_b[:, 0], frame_a[:, 2]
-        axis1 = _unit(_cross(axis2, axis0))
-        axes = (_unit(_cross(axis1, axis2)), axis1, _unit(_cross(axis0, axis1)))
+        # each angle's rate: the relative spin w_b - w_a = x' u0 + y' u1 + z' u2 on the Euler axes
+        # (a's x, a's y turned by x, b's z), so x' = w . (u1 x u2) / D, y' = w . u1, z' = w . (u0 x u1) / D
+        # with D = u0 . (u1 x u2) = cos y: the dual basis (Bullet's 6-DOF constrains the same rates)
+        u0, u2 = frame_a[:, 0], frame_b[:, 2]
+        u1 = _unit(_cross(u2, u0))
+        inverse_d = 1.0 / max(float(u0 @ _cross(u1, u2)), 1e-3)
+        axes = (_cross(u1, u2) * inverse_d, u1, _cross(u0, u1) * inverse_d)
         for row, axis in enumerate(axes):
             jacobian[3 + row, 3:6], jacobian[3 + row, 9:12] = -axis, axis
         return coordinates, jacobian
@@ -258,14 +262,19 @@ class ReferenceJoints:
                      + self.joint_lower_impulse[k] - self.joint_upper_impulse[k])
             apply(jacobian, total)
         else:
-            # springs, towards the starting pose (soft with the user's stiffness and damping)
-            for row in np.flatnonzero((joints.spring_stiffness[k] > 0) | (joints.spring_damping[k] > 0)):
+            # springs, towards the starting pose (soft with the user's stiffness and damping); a relax
+            # pass reads them where the solve did, as the substep started: at the moved pose it would
+            # push by h k times the velocity again, damping the spring by as much as the soft step
+            # itself (which costs c + h k in all, against Box2D's c + 2 h k)
+            sprung = np.flatnonzero((joints.spring_stiffness[k] > 0) | (joints.spring_damping[k] > 0))
+            stretch = coordinates if kind == "solve" or not len(sprung) else self._joint_geometry(k, False)[0]
+            for row in sprung:
                 k_row = effective(row)
                 if k_row <= 0:
                     continue
                 stiffness, damping = joints.spring_stiffness[k, row], joints.spring_damping[k, row]
                 a2 = h * (damping + h * stiffness) * k_row
-                bias = stiffness / (damping + h * stiffness) * coordinates[row]
+                bias = stiffness / (damping + h * stiffness) * stretch[row]
                 cdot = jacobian[row] @ velocity
                 impulse = -(a2 / (1 + a2)) / k_row * (cdot + bias) - self.joint_spring_impulse[k, row] / (1 + a2)
                 self.joint_spring_impulse[k, row] += impulse

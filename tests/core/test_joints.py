@@ -221,3 +221,60 @@ def test_glued_cubes_land_together():
     assert abs(e.x[1, 0] - e.x[0, 0] - 1.0) < 1e-3
     assert np.abs(e.joint_coordinates(0)).max() < 1e-3
     assert not e.joint_broken.any()
+
+
+def test_door_turns_freely_about_its_hinge():
+    """A door on a vertical HINGE, its centre 0.3 m out, spun at 2 rad/s: gravity's torque on the
+    hinge's locked rows holds it level through more than a full turn (past the z angle's +-pi) and
+    leaves its spin about the hinge alone."""
+    b = ModelBuilder(R)
+    spin = 2.0
+    body = small_body(b, (0.3, 0.0, 0.0), counts=(4, 1, 4), velocity=(0.0, 0.3 * spin, 0.0),
+                      angular_velocity=(0.0, 0.0, spin))
+    b.add_joint("HINGE", body, -1, (0.0, 0.0, 0.0), axis=(0.0, 0.0, 1.0))
+    e = engine(b, sleep_time=0.0)
+    times, heights = trace(e, 2.0, lambda e: e.x[0, 2])
+    assert np.abs(heights).max() < 1e-3
+    state = e.body_state()
+    assert abs(state.angular_velocity[0, 2] / spin - 1) < 0.01
+    assert np.abs(state.angular_velocity[0, :2]).max() < 0.01
+    assert abs(np.hypot(e.x[0, 0], e.x[0, 1]) - 0.3) < 1e-3
+
+
+def test_spring_damping_decays_as_a_damped_oscillator():
+    """GENERIC_SPRING damping c: the swing's amplitude decays as exp(-c' t / 2m) within 5 %, c' = c + h k
+    (the soft step's spring is implicit: it damps by h k of its own, 0.83 N s/m here)."""
+    mass, stiffness, damping = 2.0, 200.0, 2.0
+    b = ModelBuilder(R)
+    body = small_body(b, (0.0, 0.0, 0.0), mass=mass, velocity=(0.0, 0.0, 1.0))
+    b.add_joint("GENERIC_SPRING", body, -1, (0.0, 0.0, 0.0), use_limit_lin=(True, True, False),
+                use_limit_ang=(True, True, True), use_spring=(False, False, True, False, False, False),
+                spring_stiffness=stiffness, spring_damping=damping)
+    e = engine(b, gravity=(0.0, 0.0, 0.0), sleep_time=0.0)
+    times, z = trace(e, 1.5, lambda e: e.x[0, 2])
+    first = np.abs(z[times < 0.3]).max()
+    last = np.abs(z[times > 1.2]).max()
+    t_first, t_last = times[np.argmax(np.abs(z) * (times < 0.3))], times[np.argmax(np.abs(z) * (times > 1.2))]
+    effective = damping + e.params.substep * stiffness
+    assert abs(last / first / math.exp(-effective / (2 * mass) * (t_last - t_first)) - 1) < 0.05
+
+
+def test_joined_bodies_sleep_and_wake_together():
+    """A block hanging on a POINT joint under another hanging from the world: still, both fall asleep
+    where they hang; woken one (a push), the other wakes with it."""
+    b = ModelBuilder(R)
+    upper = small_body(b, (0.0, 0.0, -0.15))
+    lower = small_body(b, (0.0, 0.0, -0.45))
+    b.add_joint("POINT", upper, -1, (0.0, 0.0, 0.0))
+    b.add_joint("POINT", lower, upper, (0.0, 0.0, -0.3))
+    e = engine(b)
+    e.step(int(0.8 / e.params.substep))
+    assert e._is_asleep(e.quiet).all()
+    z = e.x[:, 2].copy()
+    e.step(int(0.2 / e.params.substep))
+    assert np.allclose(e.x[:, 2], z)
+    e.quiet[lower] = 0.0  # as a contact would wake it
+    e.P[lower] = (1.0, 0.0, 0.0)  # pushed at 0.5 m/s
+    e.step(2)
+    assert not e._is_asleep(e.quiet).any()
+    assert abs(e.body_state().velocity[upper, 0]) > 0.01
