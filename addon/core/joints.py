@@ -13,7 +13,8 @@ rotation read as XYZ Euler angles). So does this model: every kind is six *rows*
   SLIDER's x with ``use_limit_lin_x``, GENERIC's rows; lower == upper is LOCKED at that value),
 
 and independently of its mode may carry a spring (GENERIC_SPRING: stiffness N/m or N m/rad, damping
-N s/m or N m s/rad, towards the pose at the start as Bullet's spring2) and a motor (MOTOR: a target
+N s/m or N m s/rad, towards the pose at the start: Blender's spring_type SPRING2, Bullet's
+btGeneric6DofSpring2Constraint; SPRING1's damping is another quantity, not read here) and a motor (MOTOR: a target
 relative velocity along x / about x, its impulse capped). A joint's kind only chooses the modes;
 the solver (reference_joints.py) sees rows. Axes as Blender's: HINGE turns about the frame's z,
 SLIDER and PISTON slide along its x, MOTOR drives along and about its x.

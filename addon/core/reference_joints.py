@@ -10,6 +10,7 @@ contacts see the joints' impulses and have the last word against penetration):
   b2MakeSoft's bias rate / mass scale / impulse scale;
 - "relax": the same rows without the bias (useBias = false: rigid, Cdot = 0), which removes the
   velocity the bias added so that the push back does not become motion (Box2D's relax iterations);
+  springs and motors are solved in it too, as Box2D's, a spring at the stretch the solve read;
 - "restitution": nothing (Box2D's b2ApplyRestitution is the contacts').
 The separation and angles a "solve" pass reads are the bodies' poses as the substep started
 (x_start, q_start: Box2D's bodies do not move until b2IntegratePositions, after the solve), those
@@ -36,6 +37,11 @@ the substep's passes each row's accumulated impulse, scaled from this substep to
 (JointModel.bullet_substep), is compared with the threshold. A broken joint stays broken, takes part
 in nothing more (its bodies' contacts come back) and is counted (``broken_joint_count``;
 ``joint_broken_substep`` says when).
+
+A LOCKED row under a steady load sits where the soft step's spring puts it: load / (m_eff omega^2),
+omega = 2 pi 60 Hz (0.07 mm for a body's own weight); ten 1 kg links hanging from one another sag
+6.9 mm in all, as Box2D's would. A stiffer glue needs a shorter substep (the hertz is capped at a
+quarter of its rate) or JointModel.hertz raised with it.
 
 Sleep: the bodies a joint joins sleep together (their still counts are lowered to the least over
 the joint graph before _sleep_islands) and a sleeper joined to an awake body wakes.
