@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .joints import JointModel
 from .kinematic import KinematicPaths
 
 STATIC_BODY = -1  # body index stored for particles that belong to no dynamic body
@@ -108,6 +109,8 @@ class Model:
     materials: list = field(default_factory=list)
     # bodies moved by their animation for some frames (core.kinematic), None when there are none
     kinematic: KinematicPaths | None = None
+    # constraints between bodies (core.joints), None when there are none
+    joints: JointModel | None = None
 
     @property
     def has_kinematic_bodies(self) -> bool:

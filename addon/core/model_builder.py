@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .joints import DEFAULT_BULLET_SUBSTEP, joint_model, joint_spec
 from .kinematic import KinematicPaths
 from .model import STATIC_BODY, Material, Model
 from .rotations import quaternion_to_matrix
@@ -76,6 +77,10 @@ class ModelBuilder:
         self._planes: list[tuple[np.ndarray, np.ndarray, int]] = []
         self._meshes: list[tuple[np.ndarray, np.ndarray, int, np.ndarray | None]] = []
         self._paths: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._joints: list[dict] = []
+        # what Blender's joint impulses are per (breaking_threshold, motor max impulse): 1 / (scene fps x
+        # the world's substeps_per_frame) seconds
+        self.bullet_substep = DEFAULT_BULLET_SUBSTEP
 
     @property
     def particle_diameter(self) -> float:
@@ -245,6 +250,22 @@ class ModelBuilder:
         moved, positions, orientations = (np.stack([self._paths[b][k] for b in bodies], axis=1) for k in range(3))
         return KinematicPaths(np.array(bodies, dtype=np.int32), moved, positions, orientations)
 
+    def add_joint(self, kind: str, body_a: int, body_b: int, pivot, **fields) -> int:
+        """Join body_a to body_b (a body, or -1: the world) by a constraint of Blender type ``kind``
+        (core.joints.JOINT_KINDS) at world point ``pivot``, its frame at the bodies' initial poses given
+        by ``orientation`` (w, x, y, z, world) or ``axis`` (world: HINGE's z, the others' x). Fields
+        as Blender's rigid_body_constraint (core.joints.joint_spec): use_limit_lin/ang (3 bools),
+        limit_lin/ang_lower/upper (3 or 1 values), use_spring (6), spring_stiffness/damping (6 or 1),
+        motor_lin/ang_velocity and motor_lin/ang_max_impulse (MOTOR), breaking_threshold (None:
+        unbreakable), disable_collisions, enabled. Returns the joint index."""
+        for body in (body_a, body_b):
+            if not -1 <= body < self._body_total:
+                raise ValueError(f"no body {body} to join")
+        if body_a < 0 or body_a == body_b:
+            raise ValueError("a joint's body a must be a dynamic body, and body b another one or -1")
+        self._joints.append(joint_spec(kind, body_a, body_b, pivot, **fields))
+        return len(self._joints) - 1
+
     def add_static_mesh(self, vertices, triangles, material: Material | None = None, frames=None) -> int:
         """Add a static triangle mesh collider: ``vertices`` (V, 3) in world space, ``triangles`` (T, 3).
 
@@ -315,6 +336,7 @@ class ModelBuilder:
             + [np.full(len(p), STATIC_BODY, dtype=np.int32) for p in static_pts]
         ) if (body_total or static_pts) else np.zeros(0, dtype=np.int32)
         mass = stack("mass", None)
+        joints = joint_model(self._joints, stack("position", 3), stack("orientation", 4), self.bullet_substep)
         inertia = stack("inertia", (3, 3))
         # A body of one particle (or a line of them) has a singular inertia tensor: it cannot be
         # set spinning about that axis by contacts at particle centres, so a zero there is fine.
@@ -372,4 +394,5 @@ class ModelBuilder:
             mesh_vertex_frames=vertex_frames,
             materials=list(self._materials) or [Material()],
             kinematic=self._kinematic_paths(),
+            joints=joints,
         )

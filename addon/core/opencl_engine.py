@@ -56,6 +56,8 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
         None: the contact geometry's (contact_geometry.ContactGeometry)."""
         import pyopencl as cl
 
+        if model.joints is not None:  # solved by the reference engine only so far (reference_joints)
+            raise NotImplementedError("the OpenCL engine does not solve joints yet")
         self.cl = cl
         self.model = model
         self.params = solver_parameters(model, parameters)

@@ -20,7 +20,8 @@ One substep (seed ch. 5-6, with friction and restitution added):
 
 The stages are mixins, a module each, as the kernels are a file each: the contacts
 (reference_contacts.py), the velocity solve (reference_solve.py), the bodies' integration and
-sleeping (reference_bodies.py); this module holds the state and the substep's order.
+sleeping (reference_bodies.py), the joints between bodies (reference_joints.py, solved before the
+contacts in each pass); this module holds the state and the substep's order.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ from .model import STATIC_BODY, Model, body_extents
 from .pair_colouring import INITIAL_MAX_PAIRS
 from .reference_bodies import ReferenceBodies
 from .reference_contacts import EMPTY_SLOT, ReferenceContacts
+from .reference_joints import ReferenceJoints
 from .reference_solve import ReferenceSolve
 from .rotations import quaternion_to_matrix
 from .settings import (FRICTION_SLOTS, MANIFOLD_RESTITUTION_PASSES, SimulationSettings, SolverParameters,
@@ -41,7 +43,7 @@ from .state import BodyState, StateMixin
 from .voxel_pairs import exposed_faces
 
 
-class ReferenceEngine(ReferenceContacts, ReferenceSolve, ReferenceBodies, StateMixin):
+class ReferenceEngine(ReferenceJoints, ReferenceContacts, ReferenceSolve, ReferenceBodies, StateMixin):
     """Same model, parameters and step as ``OpenCLEngine``, in float64 NumPy."""
 
     def __init__(self, model: Model, parameters: SolverParameters | SimulationSettings | None = None):
@@ -104,6 +106,7 @@ class ReferenceEngine(ReferenceContacts, ReferenceSolve, ReferenceBodies, StateM
         self.history_impulse = np.zeros((m.particle_count, FRICTION_SLOTS, 4))
         # the bodies a solve pass holds like static sides: the sleeping ones (62_pair_solve.cl)
         self.held = np.zeros(m.body_count, dtype=bool)
+        self._init_joints()  # constraints between bodies (reference_joints)
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
@@ -212,7 +215,9 @@ class ReferenceEngine(ReferenceContacts, ReferenceSolve, ReferenceBodies, StateM
                 # once per detection, after the relax passes (Box2D's b2ApplyRestitution)
                 kinds += ["restitution"] * MANIFOLD_RESTITUTION_PASSES
             for kind in kinds:
+                self._solve_joints(kind)  # joints before contacts in every pass (Box2D's order)
                 self._solve_pairs(kind)
+            self._break_joints()
             if detecting and self.sleep[0] > 0:
                 self._sleep_islands()
             self._stop_at_impacts()
