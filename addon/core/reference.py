@@ -104,6 +104,8 @@ class ReferenceEngine(ReferenceContacts, ReferenceSolve, ReferenceBodies, StateM
         self.history_impulse = np.zeros((m.particle_count, FRICTION_SLOTS, 4))
         # the bodies a solve pass holds like static sides: the sleeping ones (62_pair_solve.cl)
         self.held = np.zeros(m.body_count, dtype=bool)
+        # the pair being solved: its bodies' inverse mass scales (reference_solve.py _support_scales)
+        self.support_scale = {}
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""
