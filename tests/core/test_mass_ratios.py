@@ -10,10 +10,12 @@ the cube under it, 100:1 cubes alternating, a column of three heavy cubes on a l
 import numpy as np
 import pytest
 
-from addon.core import SimulationSettings
+from addon.core import ModelBuilder, SimulationSettings
 from addon.core.reference import ReferenceEngine
+from addon.core.shapes import cube_particles
 from bench.impacts import CASES, mass_model, run_case
 from tests.core.helpers import assert_kernels_follow_the_solve_reference
+from tests.core.test_kinematic import path, run
 
 CASE = {case["name"]: case for case in CASES}
 # each body's distance from its true height (the voxel sizes') at the end and at its deepest: 3.8 mm
@@ -68,3 +70,21 @@ def test_kernels_scale_a_heavy_pair_as_the_reference_does(monkeypatch):
     assert solved > 0.0 and any(scaled)
     # the heavy cube held at its height
     assert abs(reference.body_state().position[1, 2] - 1.5) < HEIGHT
+
+
+def test_a_kinematic_body_on_a_light_one_is_never_scaled():
+    """A kinematic cube (infinite mass) moving slowly sideways on a light cube that stands on the
+    ground: held like a sleeper, it is no pair to scale (an infinite ratio would scale the light
+    cube's share of the pair's impulses to nothing); the light cube stays finite, on the ground.
+    (The reference holds kinematic bodies the same way: test_kinematic.py.)"""
+    builder = ModelBuilder(1 / 6)
+    top = builder.add_body(cube_particles(1.0), density=1000.0, position=(0.0, 0.0, 1.5), corner_reach=1.0)
+    builder.add_body(cube_particles(1.0), density=100.0, position=(0.0, 0.0, 0.5), corner_reach=1.0)
+    builder.add_ground_plane(0.0)
+    frames = 12
+    positions, orientations = path(frames, (0.2, 0.0, 0.0), 0.0, start=(0.0, 0.0, 1.5))
+    builder.set_kinematic_path(top, np.ones(frames + 1, dtype=bool), positions, orientations)
+    moved, _, velocities, _ = run(builder.finalize(), frames, "opencl")
+    assert np.all(np.isfinite(moved)) and np.all(np.isfinite(velocities))
+    np.testing.assert_allclose(moved[:, 0], positions, atol=2e-5)
+    assert np.all(np.abs(moved[:, 1, 2] - 0.5) < HEIGHT), moved[:, 1, 2]
