@@ -327,8 +327,9 @@ MASS_RADIUS = 1.0 / 6.0
 PLANK = (3.0, 3.0, 1.0 / 3.0)
 
 
-def mass_scene(case: dict, overrides: dict):
-    """The stack's engine, each body's true resting height and the layer each body is in."""
+def mass_model(case: dict):
+    """The stack's model, each body's true resting height, the layer each body is in and each
+    layer's (bottom, height)."""
     builder = ModelBuilder(MASS_RADIUS)
     material = Material(friction=0.5, restitution=0.0)
     d = 2 * MASS_RADIUS
@@ -355,8 +356,14 @@ def mass_scene(case: dict, overrides: dict):
         tops.append((z, height))
         z += height
     builder.add_ground_plane(0.0, material=material)
-    engine = OpenCLEngine(builder.finalize(), SimulationSettings(**overrides))
-    return engine, np.array(heights), np.array(layer_of), tops
+    return builder.finalize(), np.array(heights), np.array(layer_of), tops
+
+
+def mass_scene(case: dict, overrides: dict):
+    """The stack's engine, each body's true resting height, the layer each body is in and each
+    layer's (bottom, height)."""
+    model, heights, layer_of, tops = mass_model(case)
+    return OpenCLEngine(model, SimulationSettings(**overrides)), heights, layer_of, tops
 
 
 def run_mass(case: dict, overrides: dict) -> dict:

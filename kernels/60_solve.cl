@@ -84,6 +84,32 @@ inline void hold_still(SolveBody *s)
     s->inv_mass = 0.0f;
 }
 
+// A resting pair whose upper body (the side its contact normal points to, within SUPPORT_COSINE of
+// SUPPORT_UP, against gravity) is more than SUPPORT_MASS_RATIO times as heavy as the lower one:
+// the scale of the lower one's inverse mass and inertia in the pair's passes (1: none). The
+// passes then see the pair as SUPPORT_MASS_RATIO to 1 and the lower body takes that share of
+// their impulses: a Gauss-Seidel pass moves a heavy body on a light one by the light one's share
+// of each impulse, so a 1000:1 pair barely slows the heavy one in a pass, and the light body,
+// pressed by a load a thousand times its own, gives way sideways (settings.py SUPPORT_MASS_RATIO;
+// Guendelman et al.'s shock propagation makes lower bodies heavier the same way). n: the pair's
+// normal from a towards b.
+inline void support_scales(float3 n, float mass_a, float mass_b, float *scale_a, float *scale_b)
+{
+    float up = dot(n, SUPPORT_UP);
+    if (up > SUPPORT_COSINE && mass_b > SUPPORT_MASS_RATIO * mass_a)
+        *scale_a = SUPPORT_MASS_RATIO * mass_a / mass_b;
+    else if (up < -SUPPORT_COSINE && mass_a > SUPPORT_MASS_RATIO * mass_b)
+        *scale_b = SUPPORT_MASS_RATIO * mass_b / mass_a;
+}
+
+inline void scale_inverse_mass(SolveBody *s, float scale)
+{
+    s->inv_mass *= scale;
+    s->inv_inertia_x *= scale;
+    s->inv_inertia_y *= scale;
+    s->inv_inertia_z *= scale;
+}
+
 // The change of the body's angular velocity that angular impulse L makes
 inline float3 inverse_inertia_times(SolveBody s, float3 L)
 {

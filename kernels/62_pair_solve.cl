@@ -299,6 +299,17 @@ inline void solve_colour_pairs(const int solve_colour, const int solve_kind, con
         sums.impulse = sums.moment_a = sums.moment_b = (float3)(0.0f);
         __global const int *records = ps.pair_records + pair.z;
         int record_count = pair.w;
+        // a heavy body resting on a light one: the light one weighs more in the pair's passes (its
+        // first point's normal says which is above)
+        float scale_a = 1.0f, scale_b = 1.0f;
+        if (SUPPORT_MASS_RATIO > 0.0f && c >= 0 && !struck && !a_held && !b_held && record_count > 0
+            && (found_a.mass > SUPPORT_MASS_RATIO * found_b.mass || found_b.mass > SUPPORT_MASS_RATIO * found_a.mass)) {
+            int slot = records[0], k = slot / stride;
+            float3 n = ps.solve_record[k * SOLVE_FIELDS * stride + (slot - k * stride)].xyz;
+            support_scales(n, found_a.mass, found_b.mass, &scale_a, &scale_b);
+            scale_inverse_mass(&A, scale_a);
+            scale_inverse_mass(&B, scale_b);
+        }
 #if PAIR_CACHE > 0
         if (record_count > 0 && record_count <= PAIR_CACHE) {
             // every point read before the first is solved: the loads go out together (a point past
@@ -343,11 +354,13 @@ inline void solve_colour_pairs(const int solve_colour, const int solve_kind, con
         // still is at most a resting support; kept, a support's share of a resting load became a push
         // at its waking (a stack at a 500-cube pile's edge wobbled apart at 0.5 m/s)
         if (!a_held)
-            change_body_momenta(found_a, sums.impulse, sums.moment_a, ps.substep, move, ps.body_inv_inertia,
+            change_body_momenta(found_a, scale_a * sums.impulse, scale_a * sums.moment_a, ps.substep, move,
+                                ps.body_inv_inertia,
                                 ps.body_position, ps.body_orientation, ps.body_momentum, ps.body_angular_momentum,
                                 ps.body_velocity, ps.body_angular_velocity);
         if (c >= 0 && !b_held)
-            change_body_momenta(found_b, -sums.impulse, sums.moment_b, ps.substep, move, ps.body_inv_inertia,
+            change_body_momenta(found_b, -scale_b * sums.impulse, scale_b * sums.moment_b, ps.substep, move,
+                                ps.body_inv_inertia,
                                 ps.body_position, ps.body_orientation, ps.body_momentum, ps.body_angular_momentum,
                                 ps.body_velocity, ps.body_angular_velocity);
     }

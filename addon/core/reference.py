@@ -107,6 +107,8 @@ class ReferenceEngine(ReferenceJoints, ReferenceContacts, ReferenceSolve, Refere
         # the bodies a solve pass holds like static sides: the sleeping ones (62_pair_solve.cl)
         self.held = np.zeros(m.body_count, dtype=bool)
         self._init_joints()  # constraints between bodies (reference_joints)
+        # the pair being solved: its bodies' inverse mass scales (reference_solve.py _support_scales)
+        self.support_scale = {}
 
     def set_collider_frame(self, frame: int, frame_duration: float):
         """Animated colliders: move them from output frame ``frame`` towards the next one."""

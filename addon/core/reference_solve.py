@@ -8,7 +8,7 @@ import numpy as np
 from .manifold import MANIFOLD_POINTS, manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import SPARE_COLOUR_ROUNDS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import IMPACT_SPEED
+from .settings import IMPACT_SPEED, SUPPORT_COSINE, SUPPORT_MASS_RATIO, support_up
 
 
 class ReferenceSolve:
@@ -44,7 +44,31 @@ class ReferenceSolve:
             return 0.0
         rot = self._rotation(b)
         c = np.cross(arm, u)
-        return 1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c)
+        inverse = 1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c)
+        return self._support_scale(b) * inverse
+
+    def _support_scale(self, b):
+        """The scale of body b's inverse mass and inertia in the pair's passes now (_support_scales)."""
+        return self.support_scale.get(b, 1.0)
+
+    def _support_scales(self, b, c, listed, rigid):
+        """The scales of bodies b's and c's inverse mass and inertia in their pair's passes
+        (60_solve.cl support_scales): a resting pair whose upper body (its first record's normal,
+        b -> c, within SUPPORT_COSINE of straight up) is more than SUPPORT_MASS_RATIO times as heavy
+        as the lower one is solved as if it were that many times; none under an impact, against a
+        held body or without gravity."""
+        up = support_up(self.params.gravity)
+        if up is None or c < 0 or rigid or self.held[b] or self.held[c] or not listed:
+            return {}
+        mass_b, mass_c = float(self.model.body_mass[b]), float(self.model.body_mass[c])
+        if not (mass_b > SUPPORT_MASS_RATIO * mass_c or mass_c > SUPPORT_MASS_RATIO * mass_b):
+            return {}
+        along = float(np.asarray(listed[0][1][0]) @ np.asarray(up))
+        if along > SUPPORT_COSINE and mass_c > SUPPORT_MASS_RATIO * mass_b:
+            return {b: SUPPORT_MASS_RATIO * mass_b / mass_c}
+        if along < -SUPPORT_COSINE and mass_b > SUPPORT_MASS_RATIO * mass_c:
+            return {c: SUPPORT_MASS_RATIO * mass_c / mass_b}
+        return {}
 
     def _record_impulse(self, record, b, velocity, omega, kind, rigid=False):
         """The record's normal impulse after a "solve" or "relax" pass from the bodies' velocities and
@@ -221,6 +245,8 @@ class ReferenceSolve:
                 omega_start = dict(omega)
                 impulse, moment_b, moment_c = np.zeros(3), np.zeros(3), np.zeros(3)
                 listed = self.pair_records[index]
+                # a heavy body resting on a light one: the light one weighs more in the pair's passes
+                self.support_scale = self._support_scales(b, c, listed, rigid)
                 # c takes each impulse at the point b's arm reaches, not at c's arm from the
                 # detection (62_pair_solve.cl SolveBody.arms_now): one world point, so the pair
                 # keeps its angular momentum; the passes that move the bodies at the point as the
@@ -271,18 +297,21 @@ class ReferenceSolve:
                 for body, j, moment in ((b, impulse, moment_b), (c, -impulse, moment_c)):
                     # a held sleeper takes nothing (62_pair_solve.cl): it is at most a resting support
                     if body >= 0 and not self.held[body]:
-                        self._change_momenta(body, j, moment, move, omega_start[body])
+                        scale = self._support_scale(body)
+                        self._change_momenta(body, scale * j, scale * moment, move, omega_start[body])
+                self.support_scale = {}
 
     def _move_pair(self, b, c, arm_i, arm_j, j, velocity, omega):
         """The pair's velocities after impulse j on b at arm_i (and -j on c at arm_j)."""
         m = self.model
+        scale_b, scale_c = self._support_scale(b), self._support_scale(c)
         if not self.held[b]:
-            velocity[b] = velocity[b] + j / m.body_mass[b]
-        omega[b] = omega[b] + self._inverse_inertia(b) @ np.cross(arm_i, j)
+            velocity[b] = velocity[b] + scale_b * j / m.body_mass[b]
+        omega[b] = omega[b] + scale_b * self._inverse_inertia(b) @ np.cross(arm_i, j)
         if c >= 0:
             if not self.held[c]:
-                velocity[c] = velocity[c] - j / m.body_mass[c]
-            omega[c] = omega[c] - self._inverse_inertia(c) @ np.cross(arm_j, j)
+                velocity[c] = velocity[c] - scale_c * j / m.body_mass[c]
+            omega[c] = omega[c] - scale_c * self._inverse_inertia(c) @ np.cross(arm_j, j)
 
     def _centre_friction(self, b, c, listed, velocity, omega):
         """Box3D's friction of each manifold of a pair (a group of normals, core.manifold) at its
@@ -320,7 +349,8 @@ class ReferenceSolve:
             if size > mu * load:
                 held = held * (mu * load / size) if size > 0 else held * 0.0
             if spread > 0.0:
-                k_w = n @ self._inverse_inertia(b) @ n + (n @ self._inverse_inertia(c) @ n if c >= 0 else 0.0)
+                k_w = (self._support_scale(b) * n @ self._inverse_inertia(b) @ n
+                       + (self._support_scale(c) * n @ self._inverse_inertia(c) @ n if c >= 0 else 0.0))
                 w_rel = n @ (omega[b] - omega[c]) if c >= 0 else n @ omega[b]
                 twist = min(max(twist - w_rel / k_w, -twist_limit), twist_limit)
             for d, (i, record) in zip(offsets, members):

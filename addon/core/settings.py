@@ -67,6 +67,15 @@ def solve_softness(substep: float, hertz_fraction: float) -> tuple[float, float]
 # makes it part at its restitution times the fastest it closed since it last parted; slower ones
 # stop (contact-solve.md, E13).
 IMPACT_SPEED = 1.0
+# A resting pair whose upper body is more than this many times as heavy as the lower one is solved
+# as if it were this many times (the lower body's inverse mass scaled down in the pair's passes:
+# 60_solve.cl support_scales). 10:1 unscaled sags 1.2 mm; unscaled, 100:1 sags 8 mm and 1000:1
+# sinks through the light body (docs/experiments/impacts.md). "Upper": the pair's first normal
+# within 60 degrees of straight up (against gravity); no gravity, no scaling. The price: the lower
+# body takes only the scaled share of the pair's impulses, so such a pair's momentum is not
+# conserved (what stands under the light body carries less than the whole load).
+SUPPORT_MASS_RATIO = 10.0
+SUPPORT_COSINE = 0.5
 # Rigid Voxels: a voxel's record against a plane holds the body point that touches this far
 # through the step (a fraction of the time until the next detection), not the one touching now:
 # the depth then follows that point as the body turns (30_colliders.cl voxel_support_turned)
@@ -482,3 +491,11 @@ def solver_parameters(model: Model, given: SolverParameters | SimulationSettings
     if isinstance(given, SolverParameters):
         return given
     return derive_solver_parameters(model, given or SimulationSettings())
+
+
+def support_up(gravity) -> tuple[float, float, float] | None:
+    """The unit direction against gravity that support_scale measures "upper" along (None: no
+    gravity, no scaling)."""
+    g = np.asarray(gravity, dtype=np.float64)
+    size = float(np.linalg.norm(g))
+    return None if size == 0.0 else tuple(float(x) for x in -g / size)
