@@ -171,7 +171,9 @@ def _bake_scene(tree: Path, scene: Path, out: Path, frame_args, device_args, log
     baked = out / f"{scene.stem}.blend"
     cli = [sys.executable, str(tree / "addon" / "cli.py"), "--scene", str(scene), *frame_args, *device_args,
            "--output", str(baked)]
-    if _run(cli, tree, log, refusal=INSTANCES_ONLY):
+    # keyframes asked for: a scene saved with Bake To Instances would otherwise bake its cache beside
+    # --output and leave no keys to compare; one whose bodies come from an instancer is refused
+    if _run(cli + ["--bake-mode", "keyframes"], tree, log, refusal=INSTANCES_ONLY):
         _run([sys.executable, str(this), "--read-keys", str(baked), str(out / f"{scene.stem}.npz")], ROOT,
              log.with_suffix(".keys.log"))
         return
