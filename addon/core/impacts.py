@@ -67,8 +67,9 @@ TRIANGLE_IMPACT_DISTANCE = math.sqrt(3.0)
 TRIANGLE_IMPACT_DEPTH = 0.5
 # A sweep that closes less than this (radii) in its substep is a loaded contact, not an impact
 IMPACT_CLOSING = 0.25
-# Samples of a chord the kernel looks up the grid at are at most a grid cell apart; a chord longer
-# than this many cells is looked up at this many points (a body crossing 2,000 radii in a step)
+# The kernel looks a chord up in the particle grid at the midpoints of pieces at most
+# 2 (cell - IMPACT_DEPTH) long, and in the triangle grid at points at most a cell apart; a chord
+# longer than this many of them is looked up at this many (a body crossing 2,000 radii in a step)
 MAX_IMPACT_SAMPLES = 512
 
 
