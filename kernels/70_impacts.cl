@@ -59,6 +59,24 @@ inline float support_lift(float4 sphere, float3 u)
     return isinf(depth) ? 0.0f : depth - PARTICLE_RADIUS;
 }
 
+// The earliest entry of the chord p0 + t d into the particles of grid bucket h not of body b
+inline float sweep_bucket(uint h, int b, float3 p0, float3 d, __global const uint *scan_local,
+                          __global const uint *group_offset, __global const int *sorted_particle,
+                          __global const float4 *particle_offset, __global const int *particle_body,
+                          __global const float4 *body_position, __global const float4 *body_orientation)
+{
+    float best = 1.0f;
+    uint end = bucket_begin(h + 1, scan_local, group_offset);
+    for (uint a = bucket_begin(h, scan_local, group_offset); a < end; ++a) {
+        int j = sorted_particle[a];
+        int bj = particle_body[j];
+        if (bj == b) continue;
+        float3 q = particle_world_position(bj, particle_offset[j].xyz, body_position, body_orientation);
+        best = fmin(best, chord_entry_time(p0, d, q));
+    }
+    return best;
+}
+
 inline float body_motion(float4 x0, float4 q0, float4 x1, float4 q1, float extent)
 {
     float cosine = fmin(fabs(dot(q0, q1)), 1.0f);
@@ -122,24 +140,19 @@ __kernel void sweep_fast_particles(
     for (int k = 0; k < pieces; ++k) {
         float3 at = p0 + d * (((float)k + 0.5f) / (float)pieces);
         int3 c = cell_of(at, inv_cell);
-        // the 27 cells from -1 to 1 on each axis, or the 8 from 0 towards the nearer neighbour
-        float3 inside = at * inv_cell - convert_float3(c);
-        int3 first = octant ? select((int3)(0), (int3)(-1), isless(inside, (float3)(0.5f))) : (int3)(-1);
-        int3 last = octant ? first + (int3)(1) : (int3)(1);
-        for (int dz = first.z; dz <= last.z; ++dz)
-            for (int dy = first.y; dy <= last.y; ++dy)
-                for (int dx = first.x; dx <= last.x; ++dx) {
-                    uint h = bucket_of(c + (int3)(dx, dy, dz), grid_bits);
-                    uint end = bucket_begin(h + 1, scan_local, group_offset);
-                    for (uint a = bucket_begin(h, scan_local, group_offset); a < end; ++a) {
-                        int j = sorted_particle[a];
-                        int bj = particle_body[j];
-                        if (bj == b) continue;
-                        float3 q = particle_world_position(bj, particle_offset[j].xyz, body_position,
-                                                           body_orientation);
-                        best = fmin(best, chord_entry_time(p0, d, q));
-                    }
-                }
+        if (octant) {
+            // the 8 cells from the midpoint's towards its nearer neighbour on each axis
+            int3 first = c + select((int3)(0), (int3)(-1), isless(at * inv_cell - convert_float3(c), (float3)(0.5f)));
+            for (int n = 0; n < 8; ++n)
+                best = fmin(best, sweep_bucket(bucket_of(first + (int3)(n & 1, (n >> 1) & 1, n >> 2), grid_bits),
+                                               b, p0, d, scan_local, group_offset, sorted_particle, particle_offset,
+                                               particle_body, body_position, body_orientation));
+        } else {
+            for (int n = 0; n < 27; ++n)
+                best = fmin(best, sweep_bucket(bucket_of(c + (int3)(n % 3 - 1, (n / 3) % 3 - 1, n / 9 - 1), grid_bits),
+                                               b, p0, d, scan_local, group_offset, sorted_particle, particle_offset,
+                                               particle_body, body_position, body_orientation));
+        }
     }
 #if HAS_TRIANGLES
     // the triangles: their buckets looked up at most a cell apart along the chord, ends included;
