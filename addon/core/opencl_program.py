@@ -32,7 +32,7 @@ from .model import STATIC_BODY
 from .pair_colouring import MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
                        ROLLING_REGULARIZATION, ROTATION_SWEEPS, SPECULATIVE_REACH, SUPPORT_COSINE, SUPPORT_MASS_RATIO,
-                       TURNING_ANCHOR, WAKE_PASSES, support_up)
+                       TURNING_ANCHOR, WAKE_PASSES)
 from .voxel_corners import CORNER_SOFTNESS, FACE_LIKE_COSINE, SUPPORT_SPHERE_REACH
 from .voxel_pairs import EDGE_AXIS_BIAS, FACE_COMPONENT_FRACTION, PARALLEL_EDGES, PUSH_OUT_SPEED, WHOLE_VOXEL_REACH
 
@@ -180,7 +180,7 @@ def kernel_defines(model, params, neighbour_slots: int, body_lanes: int, device_
     settings = params.settings
     radius = model.particle_radius
     margin = float(settings.speculative_margin)
-    up = support_up(params.gravity) or (0.0, 0.0, 1.0)  # (no gravity: SUPPORT_MASS_RATIO 0, unused)
+    up = params.support_up or (0.0, 0.0, 1.0)  # (no gravity: SUPPORT_MASS_RATIO 0, unused)
     return (
         # shared with Python
         Define("STATIC_BODY", STATIC_BODY, "the body index of a static particle or side (model.py)"),
@@ -240,7 +240,7 @@ def kernel_defines(model, params, neighbour_slots: int, body_lanes: int, device_
         Define("TRIANGLE_IMPACT_DEPTH", float(TRIANGLE_IMPACT_DEPTH),
                "a sweep ending this close (radii) to a triangle's plane went into it"),
         Define("MAX_IMPACT_SAMPLES", MAX_IMPACT_SAMPLES, "grid lookups along one particle's sweep at most"),
-        Define("SUPPORT_MASS_RATIO", float(SUPPORT_MASS_RATIO) if support_up(params.gravity) else 0.0,
+        Define("SUPPORT_MASS_RATIO", float(SUPPORT_MASS_RATIO) if params.support_up else 0.0,
                "a resting pair heavier above than this ratio is solved at it (0: no gravity, none)"),
         Define("SUPPORT_COSINE", float(SUPPORT_COSINE), "a pair's normal within this cosine of straight up: resting"),
         Define("SUPPORT_UP", "(float3)(" + ",".join(f"{x!r}f" for x in up) + ")", "the unit direction against gravity"),

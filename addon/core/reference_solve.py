@@ -8,7 +8,7 @@ import numpy as np
 from .manifold import MANIFOLD_POINTS, manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import SPARE_COLOUR_ROUNDS, colour_pairs, grown_max_pairs, list_pairs
 from .rotations import quaternion_multiply, quaternion_to_matrix
-from .settings import IMPACT_SPEED, SUPPORT_COSINE, SUPPORT_MASS_RATIO, support_up
+from .settings import IMPACT_SPEED, SUPPORT_COSINE, SUPPORT_MASS_RATIO
 
 
 class ReferenceSolve:
@@ -57,7 +57,7 @@ class ReferenceSolve:
         b -> c, within SUPPORT_COSINE of straight up) is more than SUPPORT_MASS_RATIO times as heavy
         as the lower one is solved as if it were that many times; none under an impact, against a
         held body or without gravity."""
-        up = support_up(self.params.gravity)
+        up = self.params.support_up
         if up is None or c < 0 or rigid or self.held[b] or self.held[c] or not listed:
             return {}
         mass_b, mass_c = float(self.model.body_mass[b]), float(self.model.body_mass[c])

@@ -336,6 +336,9 @@ class SolverParameters:
     # triangle lookups' growth and the kernels' COLLIDER_REACH
     collider_reach: float
     push_out_birth_depth: float  # metres a new voxel pair may push in its first substep (voxel_pairs)
+    # the unit direction against gravity, along which support scaling measures "upper" (None: no
+    # gravity, no scaling)
+    support_up: tuple | None = None
 
     def sleep_argument(self, colliders_moving: bool) -> np.ndarray:
         """The kernels' ``sleep`` (and the reference's): the speed under which a body is still (0: no
@@ -482,6 +485,8 @@ def derive_solver_parameters(model: Model, settings: SimulationSettings) -> Solv
         voxel_pair_reach=voxel_pair_reach(settings.speculative_margin),
         collider_reach=collider_reach(model) + collider_speculative_reach * r,
         push_out_birth_depth=PUSH_OUT_BIRTH_LOAD * settings.target_penetration * r,
+        support_up=(tuple(float(-g / g_size) for g in settings.gravity)
+                    if (g_size := float(np.linalg.norm(settings.gravity))) else None),
     )
 
 
@@ -492,10 +497,3 @@ def solver_parameters(model: Model, given: SolverParameters | SimulationSettings
         return given
     return derive_solver_parameters(model, given or SimulationSettings())
 
-
-def support_up(gravity) -> tuple[float, float, float] | None:
-    """The unit direction against gravity that support_scale measures "upper" along (None: no
-    gravity, no scaling)."""
-    g = np.asarray(gravity, dtype=np.float64)
-    size = float(np.linalg.norm(g))
-    return None if size == 0.0 else tuple(float(x) for x in -g / size)
