@@ -27,9 +27,19 @@ inline float chord_entry_time(float3 p0, float3 d, float3 q)
     return clamp((-b - sqrt(fmax(b * b - a * inside, 0.0f))) / a, 0.0f, 1.0f);
 }
 
-// The same against the triangle abc, the voxel reaching lift0 and lift1 further than a radius
-// towards it at the start and the end (impacts.triangle_entry_time).
-inline float triangle_entry_time(float3 p0, float3 p1, float3 a, float3 b, float3 c, float lift0, float lift1)
+// How much further than a radius a voxel with the support sphere (its centre less the particle's,
+// world; w: its radius, 0 for none) reaches along the unit direction u (impacts.support_lift)
+inline float support_lift(float4 sphere, float3 u)
+{
+    if (sphere.w <= 0.0f) return 0.0f;
+    float3 arm;
+    float depth = sphere_patch_support(u, sphere, SUPPORT_SPHERE_REACH * PARTICLE_RADIUS, &arm);
+    return isinf(depth) ? 0.0f : depth - PARTICLE_RADIUS;
+}
+
+// The same against the triangle abc, the voxel's support spheres at the start and the end (world:
+// support_lift) reaching further than a radius towards it (impacts.triangle_entry_time).
+inline float triangle_entry_time(float3 p0, float3 p1, float3 a, float3 b, float3 c, float4 sphere0, float4 sphere1)
 {
     float3 normal = cross(b - a, c - a);
     float length_ = length(normal);
@@ -37,6 +47,7 @@ inline float triangle_entry_time(float3 p0, float3 p1, float3 a, float3 b, float
     normal /= length_;
     float s0 = dot(normal, p0 - a), s1 = dot(normal, p1 - a);
     float side = (s0 >= 0.0f) ? 1.0f : -1.0f;
+    float lift0 = support_lift(sphere0, -side * normal), lift1 = support_lift(sphere1, -side * normal);
     float h0 = side * s0 - lift0, h1 = side * s1 - lift1;
     const float deep = TRIANGLE_IMPACT_DEPTH * PARTICLE_RADIUS;
     if (h0 <= deep || h1 >= deep || h0 - h1 < IMPACT_CLOSING * PARTICLE_RADIUS) return 1.0f;
@@ -47,16 +58,6 @@ inline float triangle_entry_time(float3 p0, float3 p1, float3 a, float3 b, float
     if (length(q - at_depth) >= PARTICLE_RADIUS) return 1.0f;
     const float touch = TRIANGLE_IMPACT_DISTANCE * PARTICLE_RADIUS;
     return (h0 <= touch) ? 0.0f : (h0 - touch) / (h0 - h1);
-}
-
-// How much further than a radius a voxel with the support sphere (its centre less the particle's,
-// world; w: its radius, 0 for none) reaches along the unit direction u (impacts.support_lift)
-inline float support_lift(float4 sphere, float3 u)
-{
-    if (sphere.w <= 0.0f) return 0.0f;
-    float3 arm;
-    float depth = sphere_patch_support(u, sphere, SUPPORT_SPHERE_REACH * PARTICLE_RADIUS, &arm);
-    return isinf(depth) ? 0.0f : depth - PARTICLE_RADIUS;
 }
 
 // The earliest entry of the chord p0 + t d into the particles of grid bucket h not of body b
@@ -175,12 +176,7 @@ __kernel void sweep_fast_particles(
             float3 va = collider_vertex[tv.x].xyz + collider_tau * collider_velocity[tv.x].xyz;
             float3 vb = collider_vertex[tv.y].xyz + collider_tau * collider_velocity[tv.y].xyz;
             float3 vc = collider_vertex[tv.z].xyz + collider_tau * collider_velocity[tv.z].xyz;
-            float3 normal = cross(vb - va, vc - va);
-            float3 towards = (dot(normal, p0 - va) >= 0.0f) ? -normal : normal;  // from p0's side
-            float size = length(towards);
-            if (size > 0.0f) towards /= size;
-            best = fmin(best, triangle_entry_time(p0, p1, va, vb, vc, support_lift(sphere0, towards),
-                                                  support_lift(sphere1, towards)));
+            best = fmin(best, triangle_entry_time(p0, p1, va, vb, vc, sphere0, sphere1));
         }
     }
 #endif

@@ -100,12 +100,13 @@ def chord_entry_time(p0, d, q, distance, depth, closing):
     return np.where(hit, np.clip(entry, 0.0, 1.0), 1.0)
 
 
-def triangle_entry_time(p0, p1, a, b, c, radius, lift0=0.0, lift1=0.0):
+def triangle_entry_time(p0, p1, a, b, c, radius, sphere0=None, sphere1=None):
     """Earliest fraction of the chord p0 -> p1 at which a voxel there could touch the triangle abc,
     if the chord ends within TRIANGLE_IMPACT_DEPTH radii of its plane or crosses it, over the
     triangle, from a start further than that and IMPACT_CLOSING radii further; 1.0 otherwise.
-    lift0, lift1: how much further than a radius the voxel reaches towards the plane at the start
-    and at the end (its support sphere's: support_lift), taken off its heights."""
+    sphere0, sphere1: the voxel's support sphere at the start and at the end (its centre less the
+    particle's, world, and its radius; None: none), whose reach towards the plane beyond a radius
+    (support_lift) is taken off its heights."""
     normal = np.cross(b - a, c - a)
     length = np.linalg.norm(normal)
     if length <= 0.0:
@@ -114,6 +115,9 @@ def triangle_entry_time(p0, p1, a, b, c, radius, lift0=0.0, lift1=0.0):
     s0 = float(normal @ (p0 - a))
     s1 = float(normal @ (p1 - a))
     side = 1.0 if s0 >= 0.0 else -1.0
+    towards = -side * normal
+    lift0 = 0.0 if sphere0 is None else support_lift(sphere0[:3], sphere0[3], towards, radius)
+    lift1 = 0.0 if sphere1 is None else support_lift(sphere1[:3], sphere1[3], towards, radius)
     h0, h1 = side * s0 - lift0, side * s1 - lift1
     deep = TRIANGLE_IMPACT_DEPTH * radius
     if h0 <= deep or h1 >= deep or h0 - h1 < IMPACT_CLOSING * radius:
@@ -136,16 +140,6 @@ def support_lift(sphere_world, sphere_radius, u, radius):
         return 0.0
     depth, _ = sphere_patch_support(u, sphere_world, sphere_radius, SUPPORT_SPHERE_REACH * radius)
     return depth - radius if np.isfinite(depth) else 0.0
-
-
-def triangle_normal_towards(p, a, b, c):
-    """The unit normal of abc pointing from its plane towards p (zero for a degenerate triangle)."""
-    normal = np.cross(b - a, c - a)
-    length = np.linalg.norm(normal)
-    if length <= 0.0:
-        return normal
-    normal = normal / length
-    return normal if normal @ (p - a) >= 0.0 else -normal
 
 
 def impact_times(model, x0, q0, x1, q1, extent, triangle_vertices, substeps_per_detection: int) -> np.ndarray:
@@ -175,13 +169,11 @@ def impact_times(model, x0, q0, x1, q1, extent, triangle_vertices, substeps_per_
             d = p1 - p0
             best = min(best, float(chord_entry_time(p0, d, others, IMPACT_DISTANCE * r, IMPACT_DEPTH * r,
                                                     IMPACT_CLOSING * r).min(initial=1.0)))
+            # the support sphere at the start pose and the end pose
+            sphere0 = np.append(rot0[b] @ sphere[:3], sphere[3])
+            sphere1 = np.append(rot1[b] @ sphere[:3], sphere[3])
             for tri in model.mesh_triangles:
-                vertices = triangle_vertices[tri]
-                # the support sphere's reach towards the triangle, at the start pose and the end pose
-                u = -triangle_normal_towards(p0, *vertices)
-                lift0 = support_lift(rot0[b] @ sphere[:3], sphere[3], u, r)
-                lift1 = support_lift(rot1[b] @ sphere[:3], sphere[3], u, r)
-                best = min(best, triangle_entry_time(p0, p1, *vertices, r, lift0, lift1))
+                best = min(best, triangle_entry_time(p0, p1, *triangle_vertices[tri], r, sphere0, sphere1))
         times[b] = best
     return times
 

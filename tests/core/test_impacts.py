@@ -97,7 +97,8 @@ def test_a_voxel_is_measured_from_a_triangle_by_its_support_sphere():
     lift = support_lift(sphere_from_bottom, ball, down, r)
     assert lift == pytest.approx(0.1 - r)
     # rolled in from the side (1.2 radii up, no lift there: its patch beyond reach) to the bottom
-    assert triangle_entry_time(bottom + [-3.0, 0.0, 1.1], bottom, a, b, c, r, 0.0, lift) == 1.0
+    at_bottom = np.append(sphere_from_bottom, ball)
+    assert triangle_entry_time(bottom + [-3.0, 0.0, 1.1], bottom, a, b, c, r, None, at_bottom) == 1.0
     assert triangle_entry_time(bottom + [-3.0, 0.0, 1.1], bottom, a, b, c, r) == 0.0
     top_from_sphere = np.array([0.0, 0.0, -(ball - 0.1)])
     assert support_lift(top_from_sphere, ball, down, r) == 0.0
