@@ -19,7 +19,29 @@ typedef struct {
     float neighbour_reach2;                  // (diameter + skin)^2: what a neighbour list holds
     __global int *neighbour_count;           // per bucket slot; NEIGHBOUR_SLOTS + 1: overflowed
     __global int *neighbour_list;            // slot-major: entry l of bucket slot s at l * particle_count + s
+    // the joints (64_joints.cl): bodies an intact joint with disable_collisions joins have no contacts
+    __global const int2 *body_joint_range;   // per body: its first entry in body_joint_list, and its count
+    __global const int *body_joint_list;
+    __global const int2 *joint_body;
+    __global const int *joint_state;
 } NeighbourSearch;
+
+// Whether an intact joint with disable_collisions joins bodies a and b (Bullet's
+// checkCollideWithOverride): their particles are left out of the search and so of the lists, which
+// a joint's breaking (or a change of its enabled) has rebuilt at the next detection
+inline bool joined_without_contacts(int a, int b, NeighbourSearch search)
+{
+    int2 range = search.body_joint_range[a];
+    for (int k = range.x; k < range.x + range.y; ++k) {
+        int j = search.body_joint_list[k];
+        int state = search.joint_state[j];
+        if ((state & (JOINT_ENABLED | JOINT_BROKEN | JOINT_NO_COLLISIONS)) != (JOINT_ENABLED | JOINT_NO_COLLISIONS))
+            continue;
+        int2 bodies = search.joint_body[j];
+        if (bodies.x == b || bodies.y == b) return true;
+    }
+    return false;
+}
 
 // The contact of particle i (own) with the particle in bucket slot k (another body's, at p_j,
 // delta = p_j - own.p, dist2 = |delta|^2 within the pair reach): two whole voxels meet as boxes
@@ -97,6 +119,9 @@ inline void particle_contacts(ContactParticle own, PairInputs pairs, NeighbourSe
                 float4 other = search.sorted_position[k];
                 int body_j = as_int(other.w);
                 if (body_j == own.body) continue;  // same rigid body (also skips j == i)
+#if JOINT_COUNT > 0
+                if (body_j != STATIC_BODY && joined_without_contacts(own.body, body_j, search)) continue;
+#endif
                 float3 delta = other.xyz - own.p;
                 float dist2 = dot(delta, delta);
                 if (rebuild && dist2 < search.neighbour_reach2) {
@@ -199,7 +224,11 @@ __kernel void compute_contacts(
     __global float4 *history_impulse_out,
     __global const float *pair_restitution,
     __global int *body_reached,              // RIGID_VOXELS: the pass whose contacts a sleeper computes, 0: none
-    const int woken_pass)                    // k > 0: only the sleepers reached for pass k, lists not rebuilt
+    const int woken_pass,                    // k > 0: only the sleepers reached for pass k, lists not rebuilt
+    __global const int2 *body_joint_range,   // the joints (NeighbourSearch)
+    __global const int *body_joint_list,
+    __global const int2 *joint_body,
+    __global const int *joint_state)
 {
     int s = get_global_id(0);
     if (s >= particle_count) return;
@@ -228,7 +257,8 @@ __kernel void compute_contacts(
                         body_touched_out, particle_corner_reach, particle_support_sphere, particle_faces,
                         body_orientation, body_lattice};
     NeighbourSearch search = {inv_cell, grid_bits, scan_local, group_offset, sorted_position, neighbour_reach2,
-                              neighbour_count, neighbour_list};
+                              neighbour_count, neighbour_list, body_joint_range, body_joint_list, joint_body,
+                              joint_state};
     ContactParticle own;
     own.i = i;
     own.s = s;

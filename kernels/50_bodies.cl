@@ -194,9 +194,12 @@ void integrate_bodies(
     torque = sum_torque[lid];
 #endif
     if (lane != 0 || b >= body_count) return;
-#if SUBSTEPS_PER_DETECTION > 1
+#if SUBSTEPS_PER_DETECTION > 1 || JOINT_COUNT > 0
+    // the joints' warm and solve passes read the substep's starting pose too (64_joints.cl)
     start_position[b] = body_position[b];
     start_orientation[b] = body_orientation[b];
+#endif
+#if SUBSTEPS_PER_DETECTION > 1
     // the lists were built at the step's detection, from its pose: every substep of a step that
     // rebuilt them says so (*rebuild), and the motion since counts from the detection's pose
     if (*rebuild) {

@@ -402,6 +402,25 @@ __kernel void solve_pair_contacts(
     solve_colour_pairs(solve_colour, solve_kind, get_global_id(0), get_global_size(0), ps);
 }
 
+// The joints' part of a pass (64_joints.cl): their buffers, and one colour's joints solved
+typedef struct {
+    __global const int *joint_colour_start;
+    __global const int *joint_colour_order;
+    __global const int2 *joint_body;
+    __global const float4 *joint_anchor_a;
+    __global const float4 *joint_anchor_b;
+    __global const float4 *joint_frame_a;
+    __global const float4 *joint_frame_b;
+    __global const int *joint_row_mode;
+    __global const float *joint_rows;
+    __global const int *joint_state;
+    __global float *joint_impulse;
+    float4 joint_soft;
+} JointSolve;
+
+void solve_joint_colour(const int joint_colour, const int solve_kind, const int first, const int step, JointSolve js,
+                        PairSolve ps);
+
 // A substep's passes in one launch (NVIDIA GPUs, where the host sizes the launch to one work-group
 // per compute unit, all resident): the warm start, the solve passes, the relax passes and, at a
 // detection's last substep, the restitution passes, each colour after the one before behind a
@@ -438,19 +457,40 @@ __kernel void solve_substep_passes(
     __global const float4 *start_position,   // the bodies' poses at the substep's start and at the
     __global const float4 *start_orientation,  // last detection (SUBSTEPS_PER_DETECTION > 1)
     __global const float4 *detect_position,
-    __global const float4 *detect_orientation)
+    __global const float4 *detect_orientation,
+    const int joint_colour_count,        // 0: no joints
+    __global const int *joint_colour_start,
+    __global const int *joint_colour_order,
+    __global const int2 *joint_body,
+    __global const float4 *joint_anchor_a,
+    __global const float4 *joint_anchor_b,
+    __global const float4 *joint_frame_a,
+    __global const float4 *joint_frame_b,
+    __global const int *joint_row_mode,
+    __global const float *joint_rows,
+    __global const int *joint_state,
+    __global float *joint_impulse,
+    const float4 joint_soft)
 {
     PairSolve ps = {max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact,
                     sleep, body_quiet, pair_records, solve_record, body_mass, body_inv_inertia, body_position,
                     body_orientation, body_momentum, body_angular_momentum, body_velocity, body_angular_velocity,
                     history_impulse_out, start_position, start_orientation, detect_position,
                     detect_orientation};
+    JointSolve js = {joint_colour_start, joint_colour_order, joint_body, joint_anchor_a, joint_anchor_b, joint_frame_a,
+                     joint_frame_b, joint_row_mode, joint_rows, joint_state, joint_impulse, joint_soft};
     int first = get_global_id(0), step = get_global_size(0), groups = get_num_groups(0);
     int passes = 1 + solve_passes + relax_passes + restitution_passes;
     volatile __local int arrived;  // grid_barrier's word to the group: every group arrived
     for (int pass = 0; pass < passes; ++pass) {
         int kind = pass == 0 ? 0 : pass <= solve_passes ? 1 : pass <= solve_passes + relax_passes ? 2 : 3;
         if (kind && sweep_backward) kind |= SOLVE_PASS_BACKWARD;
+        // the joints before the contacts (Box2D's order), colour after colour; none in restitution passes
+        for (int colour = 0; colour < joint_colour_count && (kind & 3) != 3; ++colour) {
+            solve_joint_colour(colour, kind, first, step, js, ps);
+            if (!grid_barrier(grid_sync, groups, &arrived))
+                return;
+        }
         for (int colour = 0; colour < colour_limit; ++colour) {
             solve_colour_pairs(colour, kind, first, step, ps);
             if (!grid_barrier(grid_sync, groups, &arrived))

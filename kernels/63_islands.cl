@@ -20,7 +20,11 @@ __kernel void spread_island_quiet(
     __global const int *pair_other,
     __global const int *pair_count,
     __global const float *body_quiet_snapshot,
-    __global float *body_quiet)
+    __global float *body_quiet,
+    __global const int2 *body_joint_range,   // the joints (64_joints.cl)
+    __global const int *body_joint_list,
+    __global const int2 *joint_body,
+    __global const int *joint_state)
 {
     int b = get_global_id(0);
     if (b >= body_count) return;
@@ -35,6 +39,20 @@ __kernel void spread_island_quiet(
         atomic_min(quiet_bits + b, as_int(theirs));
         atomic_min(quiet_bits + c, as_int(own));
     }
+#if JOINT_COUNT > 0
+    // joined bodies too, each lowering its own count to the other's (a sleeper joined to an awake
+    // body was woken before the passes, wake_joined_sleepers)
+    int2 range = body_joint_range[b];
+    for (int k = range.x; k < range.x + range.y; ++k) {
+        int j = body_joint_list[k];
+        if ((joint_state[j] & (JOINT_ENABLED | JOINT_BROKEN)) != JOINT_ENABLED) continue;
+        int2 bodies = joint_body[j];
+        int other = bodies.x == b ? bodies.y : bodies.x;
+        if (other == STATIC_BODY) continue;
+        float theirs = body_quiet_snapshot[other];
+        if (!is_asleep(theirs, sleep)) atomic_min(quiet_bits + b, as_int(theirs));
+    }
+#endif
 }
 
 __kernel void settle_islands(

@@ -194,8 +194,9 @@ class BakeJob:
                             for link in links]
             self.links = links
             if device is not None:
+                joints = conv.model.joints.count if conv.model.joints is not None else 0
                 needed = estimate_device_memory(conv.particle_count, conv.model.body_count,
-                                                opts.simulation.contact_geometry)
+                                                opts.simulation.contact_geometry, joints)
                 if needed > device.global_memory:
                     raise BakeError(
                         f"{conv.particle_count:,} particles need about {format_bytes(needed)} of device memory, "

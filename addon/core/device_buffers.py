@@ -18,6 +18,7 @@ from .contact_geometry import CONTACT_GEOMETRY
 from .model import STATIC_BODY, body_extents
 from .opencl_program import SCAN_GROUP_ITEMS, SOLVE_FIELDS, ByParity
 from .pair_colouring import INITIAL_MAX_PAIRS, MAX_PAIR_COLOURS, PAIR_COLOUR_COUNTS
+from .joints import JOINT_IMPULSES, JOINT_ROW_VALUES
 from .rotations import quaternion_to_matrix
 from .settings import FRICTION_SLOTS
 from .voxel_pairs import exposed_faces
@@ -32,7 +33,7 @@ from .voxel_pairs import exposed_faces
 # rather than by its particles and bodies: FIXED_SIZE_BUFFERS. The grid's bucket arrays are sized by
 # choose_grid_bits (one to two buckets per particle, padded to whole scan groups); the estimate
 # counts them as GRID_BUCKETS_PER_PARTICLE buckets per particle in each of its two arrays.
-PARTICLE, BODY = "particle", "body"
+PARTICLE, BODY, JOINT = "particle", "body", "joint"
 NEIGHBOUR_SLOTS, PAIR_SLOTS = "neighbour slots", "pair slots"
 PLACEHOLDER_BYTES = 16
 GRID_BUCKETS_PER_PARTICLE = 2
@@ -48,25 +49,32 @@ class BufferCounts:
     pair_slots: int  # per body (OpenCLEngine.max_pairs)
     solving: bool  # Rigid Voxels' velocity solve (OpenCLEngine.solving)
     detect_per_step: bool  # contacts detected once every few substeps (substeps_per_detection > 1)
+    joints: int = 0  # constraints between bodies (Model.joints)
 
 
 @dataclass(frozen=True)
 class DeviceBuffer:
-    """A buffer of ``item_bytes`` per particle or per body, times the neighbour or pair slots where
+    """A buffer of ``item_bytes`` per particle, body or joint, times the neighbour or pair slots where
     ``slots`` names them; ``double``: two of them that swap roles (``name``_in, ``name``_out)."""
     name: str
-    per: str  # PARTICLE or BODY
+    per: str  # PARTICLE, BODY or JOINT
     item_bytes: int
     slots: str | None = None  # NEIGHBOUR_SLOTS or PAIR_SLOTS
     solve_only: bool = False  # only the velocity solve uses it
     detect_per_step: bool = False  # only detecting once every few substeps uses it
     double: bool = False
+    joints_only: bool = False  # only a model with joints uses it
+    # the poses at each substep's start: detecting once every few substeps, or solving joints
+    substep_start: bool = False
 
     def nbytes(self, counts: BufferCounts) -> int:
         """Bytes of one of its buffers at these counts; 0 where it is a placeholder."""
         if (self.solve_only and not counts.solving) or (self.detect_per_step and not counts.detect_per_step):
             return 0
-        items = counts.particles if self.per == PARTICLE else counts.bodies
+        if (self.joints_only and not counts.joints) or (
+                self.substep_start and not (counts.detect_per_step or counts.joints)):
+            return 0
+        items = {PARTICLE: counts.particles, BODY: counts.bodies, JOINT: counts.joints}[self.per]
         slots = {None: 1, NEIGHBOUR_SLOTS: counts.neighbour_slots, PAIR_SLOTS: counts.pair_slots}[self.slots]
         return items * slots * self.item_bytes
 
@@ -124,8 +132,8 @@ DEVICE_BUFFERS = (
     DeviceBuffer("build_position", BODY, 16),
     DeviceBuffer("build_orientation", BODY, 16),
     # the poses at the detection and at each substep's start
-    DeviceBuffer("start_position", BODY, 16, detect_per_step=True),
-    DeviceBuffer("start_orientation", BODY, 16, detect_per_step=True),
+    DeviceBuffer("start_position", BODY, 16, substep_start=True),
+    DeviceBuffer("start_orientation", BODY, 16, substep_start=True),
     DeviceBuffer("detect_position", BODY, 16, detect_per_step=True),
     DeviceBuffer("detect_orientation", BODY, 16, detect_per_step=True),
     # the solve's pair lists (slot's other side, first record and record count, colour, rank in its
@@ -144,6 +152,22 @@ DEVICE_BUFFERS = (
     DeviceBuffer("impact_start_orientation", BODY, 16, solve_only=True),
     DeviceBuffer("pair_bid", BODY, 2 * 4, solve_only=True),
     DeviceBuffer("body_colours", BODY, MAX_PAIR_COLOURS // 8, solve_only=True),
+    # the joints (64_joints.cl; joint_solve.py): the model (bodies, anchors, frames, row modes, the
+    # rows' limits, springs and motors, the breaking impulse), the state bits, the accumulated
+    # impulses, the colour order, and per body its joints (first and count in the list, where each joint is under both its bodies)
+    # and the wake marks
+    DeviceBuffer("joint_body", JOINT, 8, joints_only=True),
+    *(DeviceBuffer(name, JOINT, 16, joints_only=True)
+      for name in ("joint_anchor_a", "joint_anchor_b", "joint_frame_a", "joint_frame_b")),
+    DeviceBuffer("joint_row_mode", JOINT, 4, joints_only=True),
+    DeviceBuffer("joint_rows", JOINT, 4 * JOINT_ROW_VALUES, joints_only=True),
+    DeviceBuffer("joint_break_impulse", JOINT, 4, joints_only=True),
+    DeviceBuffer("joint_state", JOINT, 4, joints_only=True),
+    DeviceBuffer("joint_impulse", JOINT, 4 * JOINT_IMPULSES, joints_only=True),
+    DeviceBuffer("joint_colour_order", JOINT, 4, joints_only=True),
+    DeviceBuffer("body_joint_list", JOINT, 8, joints_only=True),
+    DeviceBuffer("body_joint_range", BODY, 8, joints_only=True),
+    DeviceBuffer("body_joint_wake", BODY, 4, joints_only=True),
 )
 DEVICE_BUFFER = {row.name: row for row in DEVICE_BUFFERS}
 PAIR_SLOT_BUFFERS = tuple(row.name for row in DEVICE_BUFFERS if row.slots == PAIR_SLOTS)
@@ -152,6 +176,7 @@ PAIR_SLOT_BUFFERS = tuple(row.name for row in DEVICE_BUFFERS if row.slots == PAI
 # the rebuild flags (a double buffer) and counter; the planes', materials' and triangles' tables;
 # the grid's bucket counts, their scan and its groups' offsets (see GRID_BUCKETS_PER_PARTICLE)
 FIXED_SIZE_BUFFERS = ("pair_totals", "colour_start", "grid_sync", "rebuild", "next_rebuild", "rebuild_count",
+                      "joint_colour_start", "broken_joint_total",
                       "pair_restitution", "pair_damping_ratio", "pair_friction", "pair_rolling",
                       "plane_point", "plane_normal", "plane_material",
                       "triangle_vertices", "collider_vertex", "collider_velocity", "triangle_bounds",
@@ -168,7 +193,8 @@ def _may_solve(contact_geometry: str | None) -> bool:
     return any(geometry.solve_passes for geometry in _geometries(contact_geometry))
 
 
-def _estimate_counts(particle_count: int, body_count: int, contact_geometry: str | None) -> BufferCounts:
+def _estimate_counts(particle_count: int, body_count: int, contact_geometry: str | None,
+                     joint_count: int = 0) -> BufferCounts:
     """The largest the table's buffers get with this geometry (None: any) before anything is known
     of the settings: its neighbour slots, INITIAL_MAX_PAIRS pair slots, the solve where it may run,
     and the detection's poses unless contacts are springs (settings detect those every substep)."""
@@ -176,7 +202,7 @@ def _estimate_counts(particle_count: int, body_count: int, contact_geometry: str
     return BufferCounts(particles=particle_count, bodies=body_count,
                         neighbour_slots=max(geometry.neighbour_slots for geometry in geometries),
                         pair_slots=INITIAL_MAX_PAIRS, solving=_may_solve(contact_geometry),
-                        detect_per_step=any(not geometry.springs for geometry in geometries))
+                        detect_per_step=any(not geometry.springs for geometry in geometries), joints=joint_count)
 
 
 def table_bytes(counts: BufferCounts, solve_only: bool = False) -> int:
@@ -197,10 +223,11 @@ def solve_bytes_per_particle(contact_geometry: str | None = None) -> int:
     return table_bytes(_estimate_counts(1, 0, contact_geometry), solve_only=True)
 
 
-def estimate_device_memory(particle_count: int, body_count: int, contact_geometry: str | None = None) -> int:
+def estimate_device_memory(particle_count: int, body_count: int, contact_geometry: str | None = None,
+                           joint_count: int = 0) -> int:
     """Bytes of OpenCL memory a simulation of this size allocates (grid buckets included; the
     scene's fixed-size tables, FIXED_SIZE_BUFFERS, left out)."""
-    return (table_bytes(_estimate_counts(particle_count, body_count, contact_geometry))
+    return (table_bytes(_estimate_counts(particle_count, body_count, contact_geometry, joint_count))
             + particle_count * GRID_BYTES_PER_PARTICLE)
 
 
@@ -269,7 +296,7 @@ class DeviceBuffers:
         """The counts that size the buffers of DEVICE_BUFFERS' rows in this engine."""
         return BufferCounts(particles=self.particle_count, bodies=self.body_count,
                             neighbour_slots=self.neighbour_slots, pair_slots=self.max_pairs, solving=self.solving,
-                            detect_per_step=self.settings.substeps_per_detection > 1)
+                            detect_per_step=self.settings.substeps_per_detection > 1, joints=self.joint_count)
 
     def _table_buffer(self, name: str, initial=None):
         """The buffer of DEVICE_BUFFERS' row ``name`` at this engine's counts: ``initial`` is an

@@ -53,6 +53,15 @@ DEFAULT_BULLET_SUBSTEP = 1.0 / 240.0
 # b2PrepareJoint caps the hertz at a quarter of the substep rate)
 JOINT_HERTZ = 60.0
 JOINT_DAMPING_RATIO = 2.0
+# The kernels' tables per joint (kernels/64_joints.cl, joint_solve.py): the six rows' values of each
+# field, and their accumulated impulses of each kind, field after field
+JOINT_ROW_FIELDS = ("lower", "upper", "spring_stiffness", "spring_damping", "motor_velocity", "motor_max_impulse")
+JOINT_IMPULSE_KINDS = ("locked", "lower", "upper", "spring", "motor")
+JOINT_ROW_VALUES = ROWS * len(JOINT_ROW_FIELDS)
+JOINT_IMPULSES = ROWS * len(JOINT_IMPULSE_KINDS)
+# The kernels' state bits per joint: Blender's enabled (set by the host, keyable), broken (by the
+# kernels, for good), Blender's disable_collisions (the joined bodies' contacts left out while it holds)
+JOINT_ENABLED, JOINT_BROKEN, JOINT_NO_COLLISIONS = 1, 2, 4
 
 
 @dataclass
@@ -216,3 +225,27 @@ def joint_spec(kind, body_a, body_b, pivot, *, orientation=None, axis=None, use_
                 spring_damping=np.where(sprung, damping, 0.0), motor_velocity=velocity,
                 motor_max_impulse=max_impulse, breaking_threshold=threshold,
                 disable_collisions=bool(disable_collisions), enabled=bool(enabled))
+
+
+def joint_colouring(body_a: np.ndarray, body_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The joints in colours that share no dynamic body (the world, STATIC_SIDE, is shared freely),
+    so that a colour's joints are solved side by side (kernels/64_joints.cl) and in the same order
+    by the reference (reference_joints.py): greedily, each joint in index order taking the lowest
+    colour neither of its bodies has yet, as Box2D's constraint graph colours its joints. Joints
+    are few beside contacts and fixed for a simulation (they only break), so they are coloured once
+    on the host. Returns (colour_start (C + 1,), order (J,)): colour c's joints are
+    order[colour_start[c]:colour_start[c + 1]], in index order."""
+    count = len(body_a)
+    colour = np.zeros(count, dtype=np.int64)
+    used: dict[int, int] = {}  # body -> bit mask of its joints' colours
+    for k, (a, b) in enumerate(zip(body_a.tolist(), body_b.tolist())):
+        taken = used.get(a, 0) | (used.get(b, 0) if b != STATIC_SIDE else 0)
+        c = (~taken & (taken + 1)).bit_length() - 1  # the lowest clear bit
+        colour[k] = c
+        used[a] = used.get(a, 0) | (1 << c)
+        if b != STATIC_SIDE:
+            used[b] = used.get(b, 0) | (1 << c)
+    order = np.argsort(colour, kind="stable").astype(np.int32)
+    colours = int(colour.max()) + 1 if count else 0
+    colour_start = np.searchsorted(colour[order], np.arange(colours + 1)).astype(np.int32)
+    return colour_start, order

@@ -30,6 +30,7 @@ import numpy as np
 
 from .device import create_context
 from .device_buffers import DeviceBuffers, quat_to_device, round_up, vec4
+from .joint_solve import JointLaunches
 from .kinematic import kinematic_step
 from .model import Model
 from .rotations import quaternion_to_matrix
@@ -47,7 +48,7 @@ from .state import BodyState, StateMixin
 # (contact_geometry.ContactGeometry.neighbour_skin, neighbour_slots, rebuild_fraction).
 
 
-class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
+class OpenCLEngine(DeviceBuffers, SolveLaunches, JointLaunches, StateMixin):
     def __init__(self, model: Model, parameters: SolverParameters | SimulationSettings | None = None,
                  profile: bool = False, neighbour_skin: float | None = None, neighbour_slots: int | None = None):
         """parameters: the solver's (Simulation's), or settings to derive them from (solver_parameters).
@@ -56,8 +57,6 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
         None: the contact geometry's (contact_geometry.ContactGeometry)."""
         import pyopencl as cl
 
-        if model.joints is not None:  # solved by the reference engine only so far (reference_joints)
-            raise NotImplementedError("the OpenCL engine does not solve joints yet")
         self.cl = cl
         self.model = model
         self.params = solver_parameters(model, parameters)
@@ -126,6 +125,7 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
         self.arguments: dict[str, object] = {}
         self.substep_parity = 0
         self._upload()
+        self._upload_joints()
         self._bind_arguments()
 
     @property
@@ -191,6 +191,7 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, StateMixin):
             "list_solve_pairs": ((round_up(body_count),), None),
             "spread_island_quiet": ((round_up(body_count),), None),
             "settle_islands": ((round_up(body_count),), None),
+            **self._joint_work_sizes(),
         }
         # what a substep enqueues, in order: (kernel's two instances, global size, local size, name);
         # the solve's launches follow them (_enqueue_pair_solve)

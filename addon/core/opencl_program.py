@@ -28,6 +28,8 @@ from .manifold import (MANIFOLD_DEPTH_BAND, MANIFOLD_GROUPS, MANIFOLD_NORMAL_COS
                        MANIFOLD_POINTS, MANIFOLD_TOLERANCE)
 from .impacts import (IMPACT_CLOSING, IMPACT_DEPTH, IMPACT_DISTANCE, IMPACT_MOTION, MAX_IMPACT_SAMPLES,
                       TRIANGLE_IMPACT_DEPTH, TRIANGLE_IMPACT_DISTANCE)
+from .joints import (JOINT_BROKEN, JOINT_ENABLED, JOINT_IMPULSE_KINDS, JOINT_IMPULSES, JOINT_NO_COLLISIONS,
+                     JOINT_ROW_FIELDS, JOINT_ROW_VALUES, LIMITED, LOCKED, ROWS)
 from .model import STATIC_BODY
 from .pair_colouring import MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
@@ -72,6 +74,9 @@ STAGES = (
     Stage("62_pair_solve.cl", ("solve_pair_contacts", "solve_substep_passes")),
     # after a detection's first substep: islands of touching bodies sleep together
     Stage("63_islands.cl", ("spread_island_quiet", "settle_islands")),
+    # the joints' colours (functions solve_substep_passes calls, or a launch per colour), the
+    # sleepers they wake before the passes, their breaking after them (joint_solve.py)
+    Stage("64_joints.cl", ("solve_joint_colour_pass", "wake_joined_sleepers", "apply_joint_wakes", "break_joints")),
     # if solving, the substep's last: fast bodies swept and put back at their impacts (impacts.py)
     Stage("70_impacts.cl", ("sweep_fast_particles", "stop_at_impacts")),
 )
@@ -266,6 +271,26 @@ def kernel_defines(model, params, neighbour_slots: int, body_lanes: int, device_
                "the first point is chosen within this depth (m) of the deepest"),
         Define("MANIFOLD_TOLERANCE2", float((MANIFOLD_TOLERANCE * radius) ** 2),
                "squared distance (m) within which points add nothing"),
+        *joint_defines(model.joints.count if model.joints is not None else 0),
+    )
+
+
+def joint_defines(joint_count: int) -> tuple[Define, ...]:
+    """The joints' defines (opencl_program.kernel_defines): the count, the state bits, the row
+    modes and the layouts of joint_rows and joint_impulse."""
+    return (
+        Define("JOINT_COUNT", int(joint_count), "constraints between bodies (0: their code compiled out)"),
+        Define("JOINT_ENABLED", JOINT_ENABLED, "joint_state bit: Blender's enabled"),
+        Define("JOINT_BROKEN", JOINT_BROKEN, "joint_state bit: broken for good"),
+        Define("JOINT_NO_COLLISIONS", JOINT_NO_COLLISIONS, "joint_state bit: Blender's disable_collisions"),
+        Define("ROW_LOCKED", LOCKED, "a row's mode: held (joints.LOCKED)"),
+        Define("ROW_LIMITED", LIMITED, "a row's mode: between limits (joints.LIMITED)"),
+        Define("JOINT_ROW_VALUES", JOINT_ROW_VALUES, "floats of joint_rows per joint"),
+        *(Define(f"ROW_{field.upper()}", k * ROWS, f"joint_rows' first {field.replace('_', ' ')}")
+          for k, field in enumerate(JOINT_ROW_FIELDS)),
+        Define("JOINT_IMPULSES", JOINT_IMPULSES, "floats of joint_impulse per joint"),
+        *(Define(f"IMPULSE_{kind.upper()}", k * ROWS, f"joint_impulse's first {kind} impulse")
+          for k, kind in enumerate(JOINT_IMPULSE_KINDS)),
     )
 
 

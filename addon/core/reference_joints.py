@@ -43,8 +43,12 @@ omega = 2 pi 60 Hz (0.07 mm for a body's own weight); ten 1 kg links hanging fro
 6.9 mm in all, as Box2D's would. A stiffer glue needs a shorter substep (the hertz is capped at a
 quarter of its rate) or JointModel.hertz raised with it.
 
-Sleep: the bodies a joint joins sleep together (their still counts are lowered to the least over
-the joint graph before _sleep_islands) and a sleeper joined to an awake body wakes.
+Order: colour after colour (core.joints.joint_colouring: no two joints of a colour share a dynamic
+body), in index order within a colour: the kernels' order, whose colours are solved side by side.
+
+Sleep: the bodies a joint joins sleep together (at each detection each lowers its still count to
+the other's as listed, a joint further each detection, as touching bodies do: 63_islands.cl) and
+a sleeper joined to an awake body wakes before the passes.
 """
 from __future__ import annotations
 
@@ -52,7 +56,7 @@ import math
 
 import numpy as np
 
-from .joints import LIMITED, LOCKED, ROWS
+from .joints import LIMITED, LOCKED, ROWS, joint_colouring
 from .rotations import quaternion_to_matrix
 
 
@@ -111,8 +115,19 @@ class ReferenceJoints:
         self.joint_broken = np.zeros(count, dtype=bool)
         self.joint_broken_substep = np.full(count, -1, dtype=np.int64)  # the substep it broke in
         self.broken_joint_count = 0
+        # Blender's enabled, per engine (set_joints_enabled: it can be keyed)
+        self.joint_enabled = joints.enabled.copy() if count else np.zeros(0, dtype=bool)
         if count:  # each side's frame as a matrix in its body's frame (the world's for a static side)
             self.joint_frame_matrices = (quaternion_to_matrix(joints.frame_a), quaternion_to_matrix(joints.frame_b))
+            self.joint_order = joint_colouring(joints.body_a, joints.body_b)[1]
+
+    def set_joints_enabled(self, enabled) -> None:
+        """Each joint's Blender ``enabled`` from the next step on (a keyed flag, read per frame); a
+        broken joint stays broken."""
+        enabled = np.asarray(enabled, dtype=bool)
+        if enabled.shape != self.joint_enabled.shape:
+            raise ValueError(f"{len(self.joint_enabled)} joints, got {enabled.shape[0] if enabled.ndim else 1} flags")
+        self.joint_enabled = enabled.copy()
 
     @property
     def _joint_count(self) -> int:
@@ -122,7 +137,8 @@ class ReferenceJoints:
         joints = self.model.joints
         if joints is None:
             return np.zeros(0, dtype=np.int64)
-        return np.flatnonzero(joints.enabled & ~self.joint_broken)
+        order = self.joint_order
+        return order[self.joint_enabled[order] & ~self.joint_broken[order]]
 
     # -- hooks into the contacts and the islands ---------------------------------------------
 
@@ -146,29 +162,28 @@ class ReferenceJoints:
         return pairs[keep]
 
     def _sleep_islands(self):
-        """Joined bodies sleep together: their still counts lowered to the least over each joint
-        graph's component, then the contacts' islands (ReferenceBodies._sleep_islands)."""
+        """Joined bodies sleep together: each lowers its still count to the other's as the detection
+        listed it, unless that one slept (woken before the passes, _solve_joints), as the contacts'
+        pairs do (63_islands.cl spread_island_quiet); then the contacts' islands
+        (ReferenceBodies._sleep_islands)."""
         joints = self.model.joints
         if joints is not None:
-            active = self._active_joints()
-            active = active[joints.body_b[active] >= 0]
-            changed = len(active) > 0
-            while changed:
-                changed = False
-                for k in active:
-                    a, b = joints.body_a[k], joints.body_b[k]
-                    least = min(self.quiet[a], self.quiet[b])
-                    if self.quiet[a] != least or self.quiet[b] != least:
-                        self.quiet[a] = self.quiet[b] = least
-                        changed = True
+            listed = self.quiet_listed
+            asleep = self._is_asleep(listed)
+            for k in self._active_joints():
+                a, b = int(joints.body_a[k]), int(joints.body_b[k])
+                if b < 0:
+                    continue
+                for x, y in ((a, b), (b, a)):
+                    if not asleep[y]:
+                        self.quiet[x] = min(self.quiet[x], listed[y])
         super()._sleep_islands()
 
     # -- the solve ---------------------------------------------------------------------------
 
     def _solve_joints(self, kind):
         """One pass of the joints (kind as ReferenceSolve._solve_pairs': "warm", "solve", "relax",
-        "restitution"), joint after joint in index order (the kernels will colour them with the
-        contacts' body pairs, as Box2D's constraint graph does)."""
+        "restitution"), colour after colour (joint_colouring)."""
         if not self._joint_count or kind == "restitution":
             return
         asleep = self._is_asleep(self.quiet)
@@ -345,7 +360,7 @@ class ReferenceJoints:
         total = (self.joint_impulse + self.joint_spring_impulse + self.joint_motor_impulse
                  + self.joint_lower_impulse - self.joint_upper_impulse)
         per_bullet_substep = np.abs(total).max(axis=1) * joints.bullet_substep / self.params.substep
-        breaking = (per_bullet_substep >= joints.breaking_threshold) & ~self.joint_broken & joints.enabled
+        breaking = (per_bullet_substep >= joints.breaking_threshold) & ~self.joint_broken & self.joint_enabled
         if breaking.any():
             self.joint_broken |= breaking
             self.joint_broken_substep[breaking] = self.substeps_done

@@ -189,15 +189,19 @@ class SolveLaunches:
         """The solve's launches (62_pair_solve.cl): the warm start, the solve passes and the relax
         passes, at a detection's last substep the restitution passes, each a launch per colour in
         work-groups of PAIRS_PER_GROUP pairs and one of a single work-item for the overflow; the
-        pairs listed and coloured when the contacts were detected."""
+        pairs listed and coloured when the contacts were detected. The joints (64_joints.cl) in
+        each pass before the contacts, the sleepers they join to awake bodies woken before the
+        passes, and those whose impulse reached their threshold broken after them."""
         if detecting:
             self._colour_pairs(parity)
+        self._enqueue_joint_wakes(parity)
         backward = self.substeps_done % 2 == 1
         if self.one_launch_passes:
             kernel = self._substep_passes_kernel(last_of_detection, backward, parity)
             self._enqueue(kernel, "solve_substep_passes", *self._substep_passes_size)
         else:
             self._enqueue_colour_launches(parity, last_of_detection, backward)
+        self._enqueue_break_joints(parity)
         if detecting and self.sleep[0] > 0.0:
             for name in ("spread_island_quiet", "settle_islands"):
                 self._enqueue(self._kernels[name][parity], name, *self._work_sizes[name])
@@ -237,6 +241,7 @@ class SolveLaunches:
                  for count in counts]
         sizes.append(((1,), (1,)))  # the overflow, one pair after another
         for kind in kinds:
+            self._enqueue_joint_colours(kind, parity)  # the joints before the contacts (Box2D's order)
             # profiled per kind: a pass's launches last as long as their slowest pair
             stage = SOLVE_STAGES[kind & 3]
             for colour, (global_size, local_size) in enumerate(sizes):
