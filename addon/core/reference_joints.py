@@ -108,6 +108,9 @@ class ReferenceJoints:
         self.joint_upper_impulse = np.zeros((count, ROWS))
         self.joint_spring_impulse = np.zeros((count, ROWS))
         self.joint_motor_impulse = np.zeros((count, ROWS))
+        # which joints are on now: the model's ``enabled`` until set_joints_enabled (a keyed Blender
+        # ``enabled``) changes it; the Model itself is never changed
+        self.joint_enabled = joints.enabled.copy() if count else np.zeros(0, dtype=bool)
         self.joint_broken = np.zeros(count, dtype=bool)
         self.joint_broken_substep = np.full(count, -1, dtype=np.int64)  # the substep it broke in
         self.broken_joint_count = 0
@@ -119,10 +122,31 @@ class ReferenceJoints:
         return self.model.joints.count if self.model.joints is not None else 0
 
     def _active_joints(self):
-        joints = self.model.joints
-        if joints is None:
+        if not self._joint_count:
             return np.zeros(0, dtype=np.int64)
-        return np.flatnonzero(joints.enabled & ~self.joint_broken)
+        return np.flatnonzero(self.joint_enabled & ~self.joint_broken)
+
+    def set_joints_enabled(self, mask) -> None:
+        """Turn joints on or off from the next step on (Blender's ``enabled``, keyed): ``mask`` (J,) bool.
+        A joint turned off forgets its impulses (turned on again it starts cold, its frames those of
+        the model's start: Bullet keeps a constraint's frames when it is re-enabled), and the bodies
+        of a joint that changed wake (one let go falls, one caught is pulled). A broken joint stays
+        broken whatever the mask says."""
+        mask = np.asarray(mask, dtype=bool).reshape(-1)
+        if mask.shape != (self._joint_count,):
+            raise ValueError(f"set_joints_enabled needs one flag per joint ({self._joint_count}), got {mask.shape[0]}")
+        changed = mask != self.joint_enabled
+        if not changed.any():
+            return
+        off = changed & ~mask
+        for stored in (self.joint_impulse, self.joint_spring_impulse, self.joint_motor_impulse,
+                       self.joint_lower_impulse, self.joint_upper_impulse):
+            stored[off] = 0.0
+        joints = self.model.joints
+        for body in np.concatenate([joints.body_a[changed], joints.body_b[changed]]):
+            if body >= 0:
+                self.quiet[body] = 0.0
+        self.joint_enabled = mask.copy()
 
     # -- hooks into the contacts and the islands ---------------------------------------------
 
@@ -345,7 +369,7 @@ class ReferenceJoints:
         total = (self.joint_impulse + self.joint_spring_impulse + self.joint_motor_impulse
                  + self.joint_lower_impulse - self.joint_upper_impulse)
         per_bullet_substep = np.abs(total).max(axis=1) * joints.bullet_substep / self.params.substep
-        breaking = (per_bullet_substep >= joints.breaking_threshold) & ~self.joint_broken & joints.enabled
+        breaking = (per_bullet_substep >= joints.breaking_threshold) & ~self.joint_broken & self.joint_enabled
         if breaking.any():
             self.joint_broken |= breaking
             self.joint_broken_substep[breaking] = self.substeps_done
