@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import numpy as np
 
@@ -111,25 +112,31 @@ def _number(name: str, constraint, attribute: str) -> float:
     return value
 
 
+@lru_cache(maxsize=None)
+def _limited(kind: str) -> tuple:
+    return tuple(int(row) for row in np.flatnonzero(limit_rows(kind)))
+
+
 def _limits(name: str, c, kind: str, remarks: list) -> dict:
     """The limit fields of the rows the type reads (core.joints.limit_rows); a used row whose lower
-    value is above its upper one is no limit (Bullet's reading)."""
-    rows = limit_rows(kind)
-    use = np.zeros(ROWS, dtype=bool)
-    lower, upper = np.zeros(ROWS), np.zeros(ROWS)
-    for row in np.flatnonzero(rows):
-        kind_name, axis = ("lin", AXES[row]) if row < 3 else ("ang", AXES[row - 3])
-        if not getattr(c, f"use_limit_{kind_name}_{axis}"):
+    value is above its upper one is no limit (Bullet's reading). Plain Python: the panel reads
+    thousands of constraints at a refresh."""
+    use, lower, upper = [False] * ROWS, [0.0] * ROWS, [0.0] * ROWS
+    reversed_limit = False
+    for row in _limited(kind):
+        part, axis = ("lin", AXES[row]) if row < 3 else ("ang", AXES[row - 3])
+        if not getattr(c, f"use_limit_{part}_{axis}"):
             continue
-        lower[row] = _number(name, c, f"limit_{kind_name}_{axis}_lower")
-        upper[row] = _number(name, c, f"limit_{kind_name}_{axis}_upper")
+        lower[row] = _number(name, c, f"limit_{part}_{axis}_lower")
+        upper[row] = _number(name, c, f"limit_{part}_{axis}_upper")
         if lower[row] > upper[row]:
-            if (name, REVERSED_LIMIT) not in remarks:
-                remarks.append((name, REVERSED_LIMIT))
+            reversed_limit = True
             continue
         use[row] = True
-    return dict(use_limit_lin=tuple(use[:3]), use_limit_ang=tuple(use[3:]), limit_lin_lower=lower[:3],
-                limit_lin_upper=upper[:3], limit_ang_lower=lower[3:], limit_ang_upper=upper[3:])
+    if reversed_limit:
+        remarks.append((name, REVERSED_LIMIT))
+    return dict(use_limit_lin=tuple(use[:3]), use_limit_ang=tuple(use[3:]), limit_lin_lower=tuple(lower[:3]),
+                limit_lin_upper=tuple(upper[:3]), limit_ang_lower=tuple(lower[3:]), limit_ang_upper=tuple(upper[3:]))
 
 
 def _springs(name: str, c, remarks: list) -> dict:
