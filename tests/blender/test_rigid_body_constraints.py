@@ -363,3 +363,26 @@ def test_the_cli_logs_the_broken_constraints_in_its_progress_lines(registered, b
     assert "1 active, 1 passive, 1 constraints from the Rigid Body world" in proc.stdout
     assert "PRB: frame 3/3 (100%), 1 bodies, 1 constraint broken" in proc.stderr, proc.stderr
     assert "; 1 of 1 constraints broke" in proc.stdout
+
+
+@pytest.mark.parametrize("backend", ENGINES)
+def test_the_status_bar_says_how_many_constraints_have_broken_while_baking(registered, backend, monkeypatch):
+    from types import SimpleNamespace
+
+    from test_bake_paths import _Event, _WindowContext, operator_in_a_window
+
+    from addon.blender import operators
+
+    monkeypatch.setattr(operators, "STEP_BUDGET", 0.0)  # one frame per timer event
+    hanging_block(0.5, frames=4)
+    texts = []
+    op = operator_in_a_window(monkeypatch, operators, operators.PRB_OT_simulate_bake,
+                              ("_make_job", "_status", "_end", "_finish_report"), backend=backend, _job=None)
+    context = _WindowContext()
+    context.workspace = SimpleNamespace(status_text_set=texts.append)
+    assert op.invoke(context, _Event("LEFTMOUSE", "PRESS")) == {"RUNNING_MODAL"}
+    while op.modal(context, _Event("TIMER")) == {"RUNNING_MODAL"}:
+        pass
+    assert texts[0].startswith("Particle Rigid Bodies: frame 1 (0/3, 0%), 0 of 1 constraints broken on ")
+    assert texts[-2].startswith("Particle Rigid Bodies: frame 4 (3/3, 100%), 1 of 1 constraints broken on ")
+    assert texts[-1] is None  # cleared at the end
