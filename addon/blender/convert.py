@@ -68,12 +68,16 @@ class ConvertedScene:
     collider_meshes: list = field(default_factory=list)  # list[ColliderMesh]
     timings: dict = field(default_factory=dict)  # seconds per conversion stage
     instancers: list = field(default_factory=list)  # list[instancers.InstancerBodies]
+    joints: list = field(default_factory=list)  # the rigid body constraints' names, in the model's joint order
+    # (F + 1, J) bool: each joint on or off in the step to each output frame (a keyed ``enabled``;
+    # Simulation's joint_enabled_frames), None when no constraint's ``enabled`` is keyed
+    joint_enabled_frames: np.ndarray | None = None
 
 
 def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_particles=MAX_PARTICLES,
                   frame_start, frame_end, frame_step=1, gravity=DEFAULT_GRAVITY, device_memory=None,
                   contact_geometry=None, add_ground=False, settings_of=None, strict=False,
-                  kinematic_objects=()) -> ConvertedScene:
+                  kinematic_objects=(), constraints=None) -> ConvertedScene:
     """Build the engine model of a scene.
 
     dynamic_objects become particle bodies, static_objects triangle colliders (re-evaluated per
@@ -84,6 +88,8 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
     conversion instead of being skipped (a Rigid Body world's objects, each of which Bullet simulates).
     ``kinematic_objects``: names of dynamic objects that follow their animation for some frames (a
     Rigid Body world's Animated bodies): their paths are read per output frame (kinematic_paths).
+    ``constraints``: a Rigid Body world's constraints (rigid_body_constraints.ConstraintsRead), joined
+    at their objects' transforms at ``frame_start``; a keyed ``enabled`` is read per output frame.
     Raises ConversionError (before allocating particles) when the scene cannot be simulated.
     """
     scene = context.scene
@@ -129,11 +135,20 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
                 builder.add_static_mesh(mesh.vertices, mesh.triangles, material=mesh.material, frames=mesh.frames)
         if add_ground:
             builder.add_ground_plane(0.0)
+        joint_names, enabled_frames = [], None
+        if constraints is not None:
+            joint_names = timed("constraints", _add_joints, builder, constraints, links)
         model = timed("finalize", builder.finalize)
         if kinematic_objects and frame_count > 0:
             paths = timed("kinematic_paths", kinematic_paths, scene, kinematic_objects, links, model, frame_start,
                           frame_step, frame_count)
             model = dataclasses.replace(model, kinematic=paths)
+            moved = True
+        if constraints is not None and constraints.enabled_keyed and frame_count > 0:
+            from .rigid_body_constraints import enabled_frames as read_enabled
+
+            enabled_frames = timed("constraints_enabled", read_enabled, scene, constraints, bpy_objects(),
+                                   frame_start, frame_step, frame_count)
             moved = True
     finally:
         if moved:
@@ -145,7 +160,17 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
         skipped=gathered.skipped + geometry.skipped + colliders.skipped, particle_count=model.particle_count,
         radius_auto=radius is None, frame_start=int(frame_start), frame_step=int(frame_step),
         frame_count=int(frame_count), gravity=tuple(float(g) for g in gravity), collider_meshes=colliders.meshes,
-        timings=dict(timings, total=time.perf_counter() - t_total), instancers=instancer_bodies)
+        timings=dict(timings, total=time.perf_counter() - t_total), instancers=instancer_bodies,
+        joints=joint_names, joint_enabled_frames=enabled_frames)
+
+
+def _add_joints(builder, constraints, links) -> list:
+    from .rigid_body_constraints import ConstraintRefused, add_joints
+
+    try:
+        return add_joints(builder, constraints, links, bpy_objects())
+    except ConstraintRefused as exc:
+        raise ConversionError(str(exc)) from exc
 
 
 def kinematic_paths(scene, names, links, model, frame_start: int, frame_step: int, frame_count: int):
@@ -177,9 +202,13 @@ def kinematic_paths(scene, names, links, model, frame_start: int, frame_step: in
 
 
 def bpy_object(name: str):
+    return bpy_objects()[name]
+
+
+def bpy_objects():
     import bpy
 
-    return bpy.data.objects[name]
+    return bpy.data.objects
 
 
 def _refuse_skipped(skipped, what: str) -> None:

@@ -41,11 +41,15 @@ class BakeResult:
     keyed_objects: list = field(default_factory=list)
     cache_object: str = ""  # instance bakes: the object that shows the bodies
     warnings: list = field(default_factory=list)  # what the bake left out of the setup, one line each
+    constraints: int = 0  # rigid body constraints simulated (the model's joints)
+    constraints_broken: int = 0  # of them, broken by the last frame
 
     def summary(self) -> str:
         text = (f"Baked {self.bodies} bodies ({self.particles:,} particles) on {self.device}: "
                 f"{self.simulated_seconds:.2f} s simulated in {self.wall_seconds:.1f} s, "
                 f"{self.steps_per_second:,.0f} substeps/s")
+        if self.constraints:
+            text += f"; {self.constraints_broken:,} of {self.constraints:,} constraints broke"
         if self.skipped:
             text += f"; skipped {len(self.skipped)}: " + ", ".join(f"{n} ({why})" for n, why in self.skipped[:5])
         for warning in self.warnings:
@@ -88,6 +92,8 @@ class BakeJob:
         self.finished = False
         self.started_wall = None
         self.instances = None  # bake_instances.InstanceBake when baking to instances
+        # the constraints broken by each frame kept so far (cumulative; a broken one stays broken)
+        self.broken_by_frame: list[int] = []
 
     # ---------------------------------------------------------------------------------------------
     @property
@@ -105,6 +111,16 @@ class BakeJob:
     @property
     def device_name(self) -> str:
         return self.sim.device_name if self.sim else ""
+
+    @property
+    def constraint_count(self) -> int:
+        """The rigid body constraints simulated (0 before start())."""
+        return len(self.converted.joints) if self.converted is not None else 0
+
+    @property
+    def constraints_broken(self) -> int:
+        """The constraints broken by the latest frame simulated."""
+        return self.broken_by_frame[-1] if self.broken_by_frame else 0
 
     def check(self) -> dict:
         """Refuse what can be refused before converting or simulating: settings, objects, roles, the
@@ -181,7 +197,8 @@ class BakeJob:
                     max_particles=opts.conversion.max_particles, frame_start=frames.frame_start,
                     frame_end=frames.frame_end, frame_step=frames.frame_step, gravity=opts.simulation.gravity,
                     settings_of=self.world.settings.__getitem__ if self.world is not None else None,
-                    strict=self.world is not None, kinematic_objects=self.world.animated if self.world else ())
+                    strict=self.world is not None, kinematic_objects=self.world.animated if self.world else (),
+                    constraints=self.world.joints if self.world is not None else None)
             except ConversionError as exc:
                 raise BakeError(str(exc)) from exc
             conv = self.converted
@@ -208,7 +225,8 @@ class BakeJob:
                 # the world's Speed: each frame simulates time_scale frames' worth of seconds, as in Bullet
                 self.sim = Simulation(conv.model, settings,
                                       frame_rate=frame_rate(self.scene) / frames.frame_step / opts.time_scale,
-                                      substeps_per_frame=frames.substeps, backend=opts.backend)
+                                      substeps_per_frame=frames.substeps, backend=opts.backend,
+                                      joint_enabled_frames=conv.joint_enabled_frames)
             except ValueError as exc:
                 raise BakeError(str(exc)) from exc
             bodies = conv.model.body_count
@@ -228,7 +246,8 @@ class BakeJob:
             self._keep(self._next_frame())
             if self.live:
                 self._saved_transforms = {o.name: _transform_values(o) for o in self._objects_shown_live()}
-            self._say(f"PRB: {bodies} bodies, {conv.particle_count:,} particles, device {self.device_name}, "
+            joints = f", {len(conv.joints):,} constraints" if conv.joints else ""
+            self._say(f"PRB: {bodies} bodies{joints}, {conv.particle_count:,} particles, device {self.device_name}, "
                       f"{self.sim.substeps_per_frame} substeps per frame, frames {frames.frame_start}-{frames.frame_end}"
                       + (f" step {frames.frame_step}" if frames.frame_step > 1 else ""))
         except BaseException:
@@ -271,6 +290,7 @@ class BakeJob:
                 "body's mass and initial velocity too") from exc
 
     def _keep(self, frame) -> None:
+        self.broken_by_frame.append(self.sim.broken_joint_count)
         row = frame.index
         if self.instances is not None:
             self.instances.write(frame.positions, frame.orientations)
@@ -361,7 +381,8 @@ class BakeJob:
             wall_seconds=time.perf_counter() - self.started_wall, steps_per_second=sim.substeps_per_second,
             skipped=list(self.converted.skipped), keyed_objects=[] if cache_object else [o.name for o in self.objects],
             cache_object=cache_object,
-            warnings=[note for note in [self.world.constraints_note() if self.world is not None else None] if note])
+            warnings=[note for note in [self.world.constraints_note() if self.world is not None else None] if note],
+            constraints=self.constraint_count, constraints_broken=self.constraints_broken)
         self._say(result.summary() + (f" (instances in {cache_object!r}, made in {key_seconds:.2f} s)" if cache_object
                                       else f" (keys written in {key_seconds:.2f} s)"))
         return result

@@ -115,8 +115,10 @@ class PRB_OT_simulate_bake(bpy.types.Operator):
         if text is None and job is not None:
             frames = job.options.frames
             frame = frames.frame_start + job.frames_done * frames.frame_step
+            broken = (f", {job.constraints_broken:,} of {job.constraint_count:,} constraints broken"
+                      if job.constraint_count else "")
             text = (f"Particle Rigid Bodies: frame {frame} ({job.frames_done}/{job.frames_total}, "
-                    f"{100 * job.progress:.0f}%) on {job.device_name} - Esc to cancel")
+                    f"{100 * job.progress:.0f}%){broken} on {job.device_name} - Esc to cancel")
         if context.workspace is not None:
             context.workspace.status_text_set(text)
         if context.area is not None:

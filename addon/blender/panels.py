@@ -37,7 +37,8 @@ class SceneSummary:
     instancers: dict  # name -> instances, of the dynamic instancers (they bake to instances only)
     refused: str | None = None  # why Simulate & Bake would refuse the objects (bake_objects.transform_problem)
     world: str = ""  # what the Rigid Body world set up, when it is the setup (RigidBodyWorld.summary)
-    world_note: str | None = None  # what of that setup the bake leaves out (RigidBodyWorld.constraints_note)
+    # the constraints the bake leaves out, or reads differently from Bullet (RigidBodyWorld.constraints_note)
+    world_note: str | None = None
 
 
 _summary: dict = {"scene": None, "value": None, "stale": True}
@@ -172,7 +173,7 @@ class PRB_PT_main(bpy.types.Panel):
         if summary.world:
             col.label(text=summary.world, icon="PHYSICS")
         if summary.world_note:
-            col.label(text="Not simulated:", icon="ERROR")
+            col.label(text="Constraints:", icon="ERROR")
             for line in textwrap.wrap(summary.world_note, wrap_width(context), break_long_words=False,
                                       break_on_hyphens=False):
                 col.label(text=line)

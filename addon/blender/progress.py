@@ -1,4 +1,5 @@
-"""Progress of a headless bake on stderr: frame n/N, bodies, frames per second, time left.
+"""Progress of a headless bake on stderr: frame n/N, bodies, constraints broken so far (a scene with
+rigid body constraints), frames per second, time left.
 
 On a terminal one line is rewritten in place (carriage return) a few times a second; otherwise
 (a render farm's log file) a plain line is written every tenth of the frames or every
@@ -38,17 +39,22 @@ class ProgressPrinter:
         self.first_done = 0
         self.line_open = False
 
-    def line(self, done: int, total: int, bodies: int, rate: float | None, elapsed: float) -> str:
+    def line(self, done: int, total: int, bodies: int, rate: float | None, elapsed: float,
+             broken: int | None = None) -> str:
         text = f"PRB: frame {done}/{total} ({100 * done / total if total else 100:.0f}%), {bodies:,} bodies"
+        if broken is not None:
+            text += f", {broken:,} constraint{'s' if broken != 1 else ''} broken"
         if rate:
             text += f", {rate:.3g} frames/s"
             text += f", done in {_duration(elapsed)}" if done >= total else f", {_duration((total - done) / rate)} left"
         return text
 
     def __call__(self, job) -> None:
-        self.update(job.frames_done, job.frames_total, len(job.objects))
+        self.update(job.frames_done, job.frames_total, len(job.objects),
+                    job.constraints_broken if job.constraint_count else None)
 
-    def update(self, done: int, total: int, bodies: int) -> None:
+    def update(self, done: int, total: int, bodies: int, broken: int | None = None) -> None:
+        """``broken``: the constraints broken so far, None in a scene without constraints."""
         now = self.clock()
         if self.started is None:
             # rates count from the first frame reported, not from the conversion before it
@@ -64,7 +70,7 @@ class ProgressPrinter:
         self.last_time, self.last_done = now, done
         elapsed = now - self.started
         rate = (done - self.first_done) / elapsed if elapsed > 0 and done > self.first_done else None
-        text = self.line(done, total, bodies, rate, elapsed)
+        text = self.line(done, total, bodies, rate, elapsed, broken)
         if self.terminal:
             self.stream.write("\r" + text + "\033[K" + ("\n" if finished else ""))
             self.line_open = not finished

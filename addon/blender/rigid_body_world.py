@@ -9,12 +9,13 @@ combine friction and bounciness as Bullet does (settings.MATERIAL_COMBINE_BULLET
 gives what it gave in Bullet. A scene without a world, or whose world the user turned off, keeps the
 add-on's roles.
 
-Constraints are counted, not simulated yet: the bake says how many it leaves out
-(``RigidBodyWorld.constraints_note``).
+The world's constraints become the model's joints as Bullet builds them (rigid_body_constraints.py):
+those Bullet leaves out (a side empty or outside the world, both sides PASSIVE) the bake leaves
+out too, and says so with what it reads differently (``RigidBodyWorld.constraints_note``).
 
 What cannot be simulated is refused in one line naming the object (``WorldRefused``): an object of
 the collection that is not a mesh, a value that is not finite or out of its range, a body of zero
-scale or without faces.
+scale or without faces, a constraint value that is not finite.
 
 An ACTIVE body that is Animated or has Dynamic off (now or keyed) is a kinematic body
 (core/kinematic.py): moved by its animation with infinite mass in the frames Bullet would, handed to
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.settings import MATERIAL_COMBINE_BULLET, ROLE_DYNAMIC, ROLE_STATIC, ObjectSettings
+from .rigid_body_constraints import ENABLED_PATH, ConstraintRefused, ConstraintsRead, read_constraints
 
 # A scene's custom property: our bake turned the world off so that Play shows the keys instead of
 # re-simulating them (item 8 of issue 47); the world still is the setup a bake reads, and
@@ -48,13 +50,15 @@ class RigidBodyWorld:
     collection: str  # the world's collection
     active: list  # the ACTIVE objects (bodies), in the collection's order
     passive: list  # the PASSIVE objects (triangle colliders)
-    constraints: list  # the objects of the world's constraints (counted, not simulated yet)
+    constraints: list  # the objects of the world's constraints collection that are in the scene
     settings: dict  # object name -> ObjectSettings, from its rigid_body
     # the ACTIVE objects that follow their animation for some frames (Animated on, Dynamic off, or
     # either keyed): kinematic bodies (core.kinematic), their paths read per frame (read_paths)
     animated: list = field(default_factory=list)
     off_by_bake: bool = False  # enabled off because our bake turned it off (WORLD_OFF_BY_BAKE)
     notes: list = field(default_factory=list)
+    # the constraints as the joints read them (those simulated, those left out as Bullet leaves them)
+    joints: ConstraintsRead | None = None
 
     def summary(self) -> str:
         animated = f" ({len(self.animated)} Animated)" if self.animated else ""
@@ -62,13 +66,9 @@ class RigidBodyWorld:
                 "constraints from the Rigid Body world")
 
     def constraints_note(self) -> str | None:
-        """The line that says the constraints are left out, or None when there are none."""
-        count = len(self.constraints)
-        if not count:
-            return None
-        return (f"{count} rigid body constraint{'s' if count != 1 else ''} of the Rigid Body world "
-                f"{'are' if count != 1 else 'is'} not simulated (constraints are not supported yet): "
-                "the bodies move as if unconstrained")
+        """The line that names the constraints left out as Bullet leaves them and those read
+        differently from Bullet (ConstraintsRead.note), or None when every one is simulated as is."""
+        return self.joints.note() if self.joints is not None else None
 
 
 def world_gravity(scene) -> tuple:
@@ -123,8 +123,8 @@ def rigid_body_settings(obj) -> ObjectSettings:
                           linear_damping=linear, angular_damping=angular)
 
 
-def _animated_flags(obj) -> list[str]:
-    """The rigid body flags (ANIMATION_FLAGS) that the object's action or drivers key."""
+def _animated_flags(obj, paths=ANIMATION_FLAGS) -> list[str]:
+    """The data paths of ``paths`` (the rigid body flags by default) that the object's action or drivers key."""
     from .bake import PREV_ACTION, action_fcurves, is_bake_action
 
     ad = obj.animation_data
@@ -135,7 +135,7 @@ def _animated_flags(obj) -> list[str]:
     if is_bake_action(action):  # baked before: the user's own action waits under the bake's
         action = obj.get(PREV_ACTION)
     curves += action_fcurves(action)
-    return sorted({c.data_path for c in curves if c.data_path in ANIMATION_FLAGS})
+    return sorted({c.data_path for c in curves if c.data_path in paths})
 
 
 def _follows_animation(obj) -> bool:
@@ -238,7 +238,19 @@ def read_world(scene) -> RigidBodyWorld | None:
     constraints = [o for o in (world.constraints.all_objects if world.constraints is not None else ())
                    if o.rigid_body_constraint is not None and o.name in in_scene]
     return RigidBodyWorld(collection.name, active, passive, constraints, settings, animated,
-                          off_by_bake=not world.enabled)
+                          off_by_bake=not world.enabled, joints=_read_joints(scene, constraints, active, passive))
+
+
+def _read_joints(scene, constraints, active, passive) -> ConstraintsRead:
+    from .bake_objects import animated_chain
+
+    moving = {o.name for o in passive if animated_chain(o)}
+    keyed = {o.name for o in constraints if _animated_flags(o, (ENABLED_PATH,))}
+    try:
+        return read_constraints(scene, constraints, {o.name for o in active}, {o.name for o in passive}, moving,
+                                keyed)
+    except ConstraintRefused as exc:
+        raise WorldRefused(str(exc)) from exc
 
 
 def world_values(scene) -> dict:

@@ -128,20 +128,31 @@ class JointLaunches:
             return np.zeros(0, bool)
         return (self._read(self.arguments["joint_state"], (self.joint_count,), np.int32) & JOINT_BROKEN) != 0
 
-    def set_joints_enabled(self, enabled) -> None:
-        """Each joint's Blender ``enabled`` from the next step on (a keyed flag, read per frame); a
-        broken joint stays broken. A change rebuilds the neighbour lists at the next detection, as a
-        joint's breaking does, since they leave out what an enabled joint keeps apart."""
-        enabled = np.asarray(enabled, dtype=bool)
-        if enabled.shape != self._joint_enabled.shape:
-            raise ValueError(f"{len(self._joint_enabled)} joints, got {enabled.size} flags")
-        if np.array_equal(enabled, self._joint_enabled):
+    def set_joints_enabled(self, mask) -> None:
+        """Turn joints on or off from the next step on (Blender's ``enabled``, keyed), as
+        ReferenceJoints.set_joints_enabled: a joint turned off forgets its impulses, the bodies of a
+        joint that changed wake, a broken joint stays broken. A change also rebuilds the neighbour
+        lists at the next detection, as a joint's breaking does, since they leave out the bodies an
+        enabled joint keeps apart."""
+        mask = np.asarray(mask, dtype=bool).reshape(-1)
+        if mask.shape != self._joint_enabled.shape:
+            raise ValueError(f"set_joints_enabled needs one flag per joint ({self.joint_count}), got {mask.shape[0]}")
+        changed = mask != self._joint_enabled
+        if not changed.any():
             return
-        self._joint_enabled = enabled.copy()
-        state = self._read(self.arguments["joint_state"], (self.joint_count,), np.int32)
-        state = np.where(enabled, state | JOINT_ENABLED, state & ~JOINT_ENABLED).astype(np.int32)
-        self.cl.enqueue_copy(self.queue, self.arguments["joint_state"], state)
+        self._joint_enabled = mask.copy()
+        cl, queue, a = self.cl, self.queue, self.arguments
+        state = self._read(a["joint_state"], (self.joint_count,), np.int32)
+        state = np.where(mask, state | JOINT_ENABLED, state & ~JOINT_ENABLED).astype(np.int32)
+        cl.enqueue_copy(queue, a["joint_state"], state)
+        impulses = self._read(a["joint_impulse"], (self.joint_count, JOINT_IMPULSES), np.float32)
+        impulses[changed & ~mask] = 0.0
+        cl.enqueue_copy(queue, a["joint_impulse"], impulses)
+        joints = self.model.joints
+        woken = np.concatenate([joints.body_a[changed], joints.body_b[changed]])
+        for body in np.unique(woken[woken != STATIC_SIDE]):
+            cl.enqueue_copy(queue, a["body_quiet"], np.zeros(1, np.float32), dst_offset=4 * int(body))
         # the flag the next detection reads: its own if the next substep detects, else the next one's
         detecting_next = self.substeps_done % self.settings.substeps_per_detection == 0
-        flag = self.arguments["rebuild" if detecting_next else "next_rebuild"][self.substep_parity]
-        self.cl.enqueue_copy(self.queue, flag, np.ones(1, np.int32))
+        flag = a["rebuild" if detecting_next else "next_rebuild"][self.substep_parity]
+        cl.enqueue_copy(queue, flag, np.ones(1, np.int32))

@@ -102,39 +102,41 @@ def _triple(value, name):
     return v
 
 
+def limit_rows(kind) -> np.ndarray:
+    """(6,) bool: the rows whose limit fields (use_limit_lin/ang, limit_*_lower/upper) a joint of Blender
+    type ``kind`` reads, as Blender's panel shows them: HINGE z's angle, SLIDER x's distance, PISTON
+    both of x's, GENERIC and GENERIC_SPRING all six, the others none."""
+    if kind not in JOINT_KINDS:
+        raise ValueError(f"joint kind must be one of {', '.join(JOINT_KINDS)}, got {kind!r}")
+    rows = np.zeros(ROWS, dtype=bool)
+    rows[{"HINGE": [5], "SLIDER": [0], "PISTON": [0, 3], "GENERIC": slice(None),
+          "GENERIC_SPRING": slice(None)}.get(kind, [])] = True
+    return rows
+
+
 def joint_rows(kind, use_limit_lin=(False,) * 3, use_limit_ang=(False,) * 3, limit_lin_lower=0.0,
                limit_lin_upper=0.0, limit_ang_lower=0.0, limit_ang_upper=0.0):
     """(mode, lower, upper), each (6,), of a joint of Blender type ``kind`` and its limit fields (only
-    those Blender shows for the type count: HINGE reads z's angular limit, SLIDER x's linear one,
-    PISTON x's linear and angular ones, GENERIC and GENERIC_SPRING all)."""
-    if kind not in JOINT_KINDS:
-        raise ValueError(f"joint kind must be one of {', '.join(JOINT_KINDS)}, got {kind!r}")
+    those of the rows ``limit_rows(kind)`` count)."""
     use = np.concatenate([np.broadcast_to(use_limit_lin, (3,)), np.broadcast_to(use_limit_ang, (3,))]).astype(bool)
     lower = np.concatenate([_triple(limit_lin_lower, "lower limits"), _triple(limit_ang_lower, "lower limits")])
     upper = np.concatenate([_triple(limit_lin_upper, "upper limits"), _triple(limit_ang_upper, "upper limits")])
     free = np.full(ROWS, FREE, dtype=np.int8)
     locked = np.full(ROWS, LOCKED, dtype=np.int8)
-    readable = np.zeros(ROWS, dtype=bool)  # rows whose limits the kind reads
     if kind == "FIXED":
         mode = locked
     elif kind == "POINT":
         mode = np.array([LOCKED] * 3 + [FREE] * 3, dtype=np.int8)
     elif kind == "HINGE":
         mode = np.array([LOCKED] * 5 + [FREE], dtype=np.int8)
-        readable[5] = True
     elif kind == "SLIDER":
         mode = np.array([FREE] + [LOCKED] * 5, dtype=np.int8)
-        readable[0] = True
     elif kind == "PISTON":
         mode = np.array([FREE, LOCKED, LOCKED, FREE, LOCKED, LOCKED], dtype=np.int8)
-        readable[[0, 3]] = True
-    elif kind == "MOTOR":
+    else:  # MOTOR, GENERIC, GENERIC_SPRING
         mode = free
-    else:  # GENERIC, GENERIC_SPRING
-        mode = free
-        readable[:] = True
     mode = mode.copy()
-    limited = readable & use
+    limited = limit_rows(kind) & use
     if np.any(lower[limited] > upper[limited]):
         raise ValueError("a joint's lower limit must not exceed its upper limit")
     mode[limited] = LIMITED

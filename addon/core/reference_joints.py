@@ -112,33 +112,47 @@ class ReferenceJoints:
         self.joint_upper_impulse = np.zeros((count, ROWS))
         self.joint_spring_impulse = np.zeros((count, ROWS))
         self.joint_motor_impulse = np.zeros((count, ROWS))
+        # which joints are on now: the model's ``enabled`` until set_joints_enabled (a keyed Blender
+        # ``enabled``) changes it; the Model itself is never changed
+        self.joint_enabled = joints.enabled.copy() if count else np.zeros(0, dtype=bool)
         self.joint_broken = np.zeros(count, dtype=bool)
         self.joint_broken_substep = np.full(count, -1, dtype=np.int64)  # the substep it broke in
         self.broken_joint_count = 0
-        # Blender's enabled, per engine (set_joints_enabled: it can be keyed)
-        self.joint_enabled = joints.enabled.copy() if count else np.zeros(0, dtype=bool)
         if count:  # each side's frame as a matrix in its body's frame (the world's for a static side)
             self.joint_frame_matrices = (quaternion_to_matrix(joints.frame_a), quaternion_to_matrix(joints.frame_b))
             self.joint_order = joint_colouring(joints.body_a, joints.body_b)[1]
-
-    def set_joints_enabled(self, enabled) -> None:
-        """Each joint's Blender ``enabled`` from the next step on (a keyed flag, read per frame); a
-        broken joint stays broken."""
-        enabled = np.asarray(enabled, dtype=bool)
-        if enabled.shape != self.joint_enabled.shape:
-            raise ValueError(f"{len(self.joint_enabled)} joints, got {enabled.shape[0] if enabled.ndim else 1} flags")
-        self.joint_enabled = enabled.copy()
 
     @property
     def _joint_count(self) -> int:
         return self.model.joints.count if self.model.joints is not None else 0
 
     def _active_joints(self):
-        joints = self.model.joints
-        if joints is None:
+        if not self._joint_count:
             return np.zeros(0, dtype=np.int64)
         order = self.joint_order
         return order[self.joint_enabled[order] & ~self.joint_broken[order]]
+
+    def set_joints_enabled(self, mask) -> None:
+        """Turn joints on or off from the next step on (Blender's ``enabled``, keyed): ``mask`` (J,) bool.
+        A joint turned off forgets its impulses (turned on again it starts cold, its frames those of
+        the model's start: Bullet keeps a constraint's frames when it is re-enabled), and the bodies
+        of a joint that changed wake (one let go falls, one caught is pulled). A broken joint stays
+        broken whatever the mask says."""
+        mask = np.asarray(mask, dtype=bool).reshape(-1)
+        if mask.shape != (self._joint_count,):
+            raise ValueError(f"set_joints_enabled needs one flag per joint ({self._joint_count}), got {mask.shape[0]}")
+        changed = mask != self.joint_enabled
+        if not changed.any():
+            return
+        off = changed & ~mask
+        for stored in (self.joint_impulse, self.joint_spring_impulse, self.joint_motor_impulse,
+                       self.joint_lower_impulse, self.joint_upper_impulse):
+            stored[off] = 0.0
+        joints = self.model.joints
+        for body in np.concatenate([joints.body_a[changed], joints.body_b[changed]]):
+            if body >= 0:
+                self.quiet[body] = 0.0
+        self.joint_enabled = mask.copy()
 
     # -- hooks into the contacts and the islands ---------------------------------------------
 

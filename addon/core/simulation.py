@@ -5,7 +5,8 @@ The Blender layer (and the CLI, benchmarks, demos) talk to the engines only thro
     for frame in sim.frames(250):          # a resumable generator, one item per output frame
         frame.index, frame.positions, frame.orientations   # (B, 3) COM and (B, 4) quaternions
 The substep is chosen so that a whole number of substeps fits in one frame. A frame whose poses
-hold NaN or infinity raises NonFiniteState instead of being handed on.
+hold NaN or infinity raises NonFiniteState instead of being handed on. Joints whose ``enabled`` is
+keyed (Blender's rigid body constraints) are switched per frame from ``joint_enabled_frames``.
 """
 from __future__ import annotations
 
@@ -75,9 +76,18 @@ def substeps_for_frame(model: Model, settings: SimulationSettings, frame_duratio
 
 class Simulation:
     def __init__(self, model: Model, settings: SimulationSettings | None = None, frame_rate: float = 24.0,
-                 substeps_per_frame: int | None = None, backend: str = "opencl"):
+                 substeps_per_frame: int | None = None, backend: str = "opencl", joint_enabled_frames=None):
+        """``joint_enabled_frames``: None (the joints' ``enabled`` throughout), or (F + 1, J) bool, whether
+        each joint is on in the step that ends at output frame f (row 0, the first frame's, unused: the
+        model's ``enabled``), as Blender reads a keyed ``enabled`` at the frame it steps to."""
         if not frame_rate > 0:
             raise ValueError("frame rate must be positive")
+        if joint_enabled_frames is not None:
+            joint_enabled_frames = np.asarray(joint_enabled_frames, dtype=bool)
+            joints = model.joints.count if model.joints is not None else 0
+            if joint_enabled_frames.ndim != 2 or joint_enabled_frames.shape[1] != joints:
+                raise ValueError(f"joint_enabled_frames must be (frames + 1, {joints}), got {joint_enabled_frames.shape}")
+        self.joint_enabled_frames = joint_enabled_frames
         settings = settings or SimulationSettings()
         self.model = model
         self.frame_duration = 1.0 / frame_rate
@@ -92,6 +102,11 @@ class Simulation:
     @property
     def substep(self) -> float:
         return self.params.substep
+
+    @property
+    def broken_joint_count(self) -> int:
+        """Joints broken so far (their breaking threshold reached; a broken joint stays broken)."""
+        return int(getattr(self.engine, "broken_joint_count", 0))
 
     @property
     def device_name(self) -> str:
@@ -110,11 +125,15 @@ class Simulation:
 
     def frames(self, count: int):
         """Yield the initial state, then ``count`` frames after it (``count + 1`` results)."""
+        if self.joint_enabled_frames is not None and len(self.joint_enabled_frames) < count + 1:
+            raise ValueError(f"joint_enabled_frames has {len(self.joint_enabled_frames)} rows, {count + 1} frames asked")
         yield self.current_frame(0)
         for index in range(1, count + 1):
             start = time.perf_counter()
             self.engine.set_collider_frame(index - 1, self.frame_duration)
             self.engine.set_body_frame(index - 1, self.frame_duration)
+            if self.joint_enabled_frames is not None:
+                self.engine.set_joints_enabled(self.joint_enabled_frames[index])
             self.engine.step(self.substeps_per_frame)
             result = self.current_frame(index)  # reading back waits for the device
             self.wall_seconds += time.perf_counter() - start

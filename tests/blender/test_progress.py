@@ -28,6 +28,18 @@ def test_log_lines_every_tenth_of_the_frames_with_rate_and_time_left():
     assert lines[-1] == "PRB: frame 100/100 (100%), 220 bodies, 2 frames/s, done in 50 s"  # 99 frames after the first in 49.5 s
 
 
+def test_log_lines_say_how_many_constraints_have_broken_in_a_scene_with_constraints():
+    out, clock = io.StringIO(), Clock()
+    progress = ProgressPrinter(out, terminal=False, clock=clock)
+    for done, broken in ((1, 0), (2, 1), (3, 7)):
+        progress.update(done, 3, 40, broken)
+        clock.now += 1.0
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "PRB: frame 1/3 (33%), 40 bodies, 0 constraints broken"
+    assert lines[1].startswith("PRB: frame 2/3 (67%), 40 bodies, 1 constraint broken, ")
+    assert lines[2].startswith("PRB: frame 3/3 (100%), 40 bodies, 7 constraints broken, ")
+
+
 def test_log_lines_at_least_every_30_seconds_on_a_slow_bake():
     out, clock = io.StringIO(), Clock()
     progress = ProgressPrinter(out, terminal=False, clock=clock)

@@ -176,10 +176,13 @@ def test_the_cli_refuses_role_flags_for_a_world_scene(registered, tmp_path):
     assert not (tmp_path / "world.baked.blend").exists()
 
 
-def test_constraints_are_counted_and_the_bake_says_they_were_not_simulated(registered):
-    scene, _ = world_scene(6)
+def test_constraints_made_by_connect_are_counted_and_simulated(registered):
+    """Blender's Connect glues two cubes: the panel counts the constraint, the bake joins them (the
+    reference engine: the OpenCL engine refuses joints until its kernels solve them) and says how many
+    broke; they land together. Reading each field: test_rigid_body_constraints.py."""
+    scene, _ = world_scene(12)
     a = active_cube("A", (0.0, 0.0, 1.0))
-    b = active_cube("B", (1.2, 0.0, 1.0))
+    b = active_cube("B", (1.0, 0.0, 1.0))
     for obj in bpy.context.selected_objects:
         obj.select_set(False)
     a.select_set(True)
@@ -188,17 +191,21 @@ def test_constraints_are_counted_and_the_bake_says_they_were_not_simulated(regis
     bpy.ops.rigidbody.connect()
     labels = draw_labels(panels.PRB_PT_main)
     assert "2 active, 1 passive, 1 constraints from the Rigid Body world" in labels
-    note = ("1 rigid body constraint of the Rigid Body world is not simulated (constraints are not supported yet): "
-            "the bodies move as if unconstrained")
-    assert "Not simulated:" in labels
+    assert "Constraints:" not in labels  # nothing left out
     from addon.blender import bake_objects, bake_options, job as job_module
 
     world = bake_options.read_world(scene)
-    assert world.constraints_note() == note
+    assert world.constraints_note() is None
     dynamic, static = bake_objects.pick_objects(bpy.context, world=world)
-    result = job_module.BakeJob(bpy.context, dynamic, static, world=world).run()
-    assert result.warnings == [note]
-    assert result.summary().endswith("; warning: " + note)
+    options = bake_options.BakeOptions.from_scene(scene, backend="reference")
+    job = job_module.BakeJob(bpy.context, dynamic, static, options, world=world)
+    result = job.run()
+    assert result.warnings == [] and (result.constraints, result.constraints_broken) == (1, 0)
+    assert result.summary().endswith("; 0 of 1 constraints broke")
+    assert job.broken_by_frame == [0] * 12
+    scene.frame_set(12)
+    assert abs(a.matrix_world.translation.z - 0.5) < 0.01 and abs(b.matrix_world.translation.z - 0.5) < 0.01
+    assert abs((b.matrix_world.translation - a.matrix_world.translation).length - 1.0) < 1e-3
 
 
 REFUSALS = {

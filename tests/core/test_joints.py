@@ -278,3 +278,48 @@ def test_joined_bodies_sleep_and_wake_together():
     e.step(2)
     assert not e._is_asleep(e.quiet).any()
     assert abs(e.body_state().velocity[upper, 0]) > 0.01
+
+
+def test_a_keyed_enabled_lets_go_and_catches_per_frame():
+    """Simulation's joint_enabled_frames (Blender's keyed ``enabled``): a block hanging on a FIXED joint,
+    asleep by frame 24, is let go in the step to frame 25 (the sleeper wakes and falls) and caught
+    again from frame 28 (its joint pulls it back towards where it hung, as Bullet keeps a
+    re-enabled constraint's frames). The Model's ``enabled`` is not touched."""
+    from addon.core.simulation import Simulation
+
+    b = ModelBuilder(R)
+    body = small_body(b, (0.0, 0.0, -0.2))
+    b.add_joint("FIXED", body, -1, (0.0, 0.0, 0.0))
+    model = b.finalize()
+    frames = 40
+    enabled = np.ones((frames + 1, 1), dtype=bool)
+    enabled[25:28] = False
+    sim = Simulation(model, SimulationSettings(), frame_rate=24.0, backend="reference", joint_enabled_frames=enabled)
+    z, asleep = [], []
+    for frame in sim.frames(frames):
+        z.append(frame.positions[0, 2])
+        asleep.append(bool(sim.engine._is_asleep(sim.engine.quiet[0])))
+    z = np.array(z)
+    assert asleep[24] and abs(z[24] + 0.2) < 1e-3
+    fall = z[24] - z[27]
+    assert abs(fall - 0.5 * G * (3 / 24) ** 2) < 0.01  # three frames of free fall: 7.7 cm
+    assert abs(z[40] + 0.2) < 2e-3  # pulled back up to where it hung
+    assert model.joints.enabled.tolist() == [True]
+    assert sim.broken_joint_count == 0
+    with pytest.raises(ValueError, match="one flag per joint"):
+        sim.engine.set_joints_enabled([True, False])
+    with pytest.raises(ValueError, match=r"must be \(frames \+ 1, 1\)"):
+        Simulation(model, SimulationSettings(), backend="reference", joint_enabled_frames=np.ones(3, dtype=bool))
+
+
+def test_a_broken_joint_stays_broken_when_enabled_again():
+    b = ModelBuilder(R)
+    body = small_body(b, (0.0, 0.0, -0.2))
+    b.add_joint("FIXED", body, -1, (0.0, 0.0, 0.0), breaking_threshold=0.0)
+    e = engine(b, sleep_time=0.0)
+    e.step(1)
+    assert e.broken_joint_count == 1
+    e.set_joints_enabled([False])
+    e.set_joints_enabled([True])
+    e.step(int(0.2 / e.params.substep))
+    assert e.joint_broken[0] and e.broken_joint_count == 1 and e.x[0, 2] < -0.3
