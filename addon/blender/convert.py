@@ -9,6 +9,8 @@ named after it (scene_objects.py: what they read of an object, and ConversionErr
     body_geometry(gathered.dynamic, depsgraph) -> BodyGeometry      evaluated mesh of each body in its own frame
     voxelize_bodies(geometry, radius, ...)    -> BodyParticles     radius chosen and checked, particles made
     add_bodies(builder, particles)            -> list[BodyLink]    bodies in the model, and how to map them back
+    glue_converted(builder, links, particles) -> int               bonds between touching glued bodies
+                                                                   (glue_bodies.py; core.glue)
     static_colliders(gathered.static, ...)    -> StaticColliders   triangle meshes in world space (+ frames)
 
 ``convert_scene`` runs them at ``frame_start`` and hands everything to ``ModelBuilder``; the particle
@@ -45,6 +47,7 @@ from ..core.settings import SimulationSettings
 from .add_bodies import add_bodies
 from .body_geometry import body_geometry
 from .gather_objects import gather_objects, instances_as_items
+from .glue_bodies import glue_converted
 from .scene_objects import ConversionError
 from .static_colliders import collider_frames, static_colliders
 from .voxelize_bodies import MAX_PARTICLES, automatic_radius, voxelize_bodies, voxelize_shape
@@ -68,6 +71,7 @@ class ConvertedScene:
     collider_meshes: list = field(default_factory=list)  # list[ColliderMesh]
     timings: dict = field(default_factory=dict)  # seconds per conversion stage
     instancers: list = field(default_factory=list)  # list[instancers.InstancerBodies]
+    bond_count: int = 0  # glue bonds between touching bodies (model.joints holds them)
 
 
 def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_particles=MAX_PARTICLES,
@@ -119,6 +123,8 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
                           contact_geometry)
         builder = ModelBuilder(particles.radius if particles.radius > 0 else 1.0)
         links = timed("bodies", add_bodies, builder, particles)
+        # the bonds' thresholds are per builder.bullet_substep: whatever sets it goes before this
+        bond_count = timed("glue", glue_converted, builder, links, particles)
         colliders = timed("colliders", static_colliders, gathered.static, depsgraph)
         if strict and colliders.skipped:
             _refuse_skipped(colliders.skipped, "passive rigid body")
@@ -145,7 +151,8 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
         skipped=gathered.skipped + geometry.skipped + colliders.skipped, particle_count=model.particle_count,
         radius_auto=radius is None, frame_start=int(frame_start), frame_step=int(frame_step),
         frame_count=int(frame_count), gravity=tuple(float(g) for g in gravity), collider_meshes=colliders.meshes,
-        timings=dict(timings, total=time.perf_counter() - t_total), instancers=instancer_bodies)
+        timings=dict(timings, total=time.perf_counter() - t_total), instancers=instancer_bodies,
+        bond_count=bond_count)
 
 
 def kinematic_paths(scene, names, links, model, frame_start: int, frame_step: int, frame_count: int):
