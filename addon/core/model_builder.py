@@ -8,7 +8,7 @@ import numpy as np
 from .joints import DEFAULT_BULLET_SUBSTEP, concatenate_joints, fixed_joint_model, joint_model, joint_spec
 from .kinematic import KinematicPaths
 from .model import STATIC_BODY, Material, Model
-from .rotations import quaternion_to_matrix
+from .rotations import quaternion_multiply, quaternion_to_matrix
 
 
 def _corner_reach(value, shape) -> np.ndarray:
@@ -108,6 +108,11 @@ class ModelBuilder:
             bodies.append(np.repeat(np.arange(first, first + count, dtype=np.int32), n))
             first += count
         return np.concatenate(positions), np.concatenate(bodies)
+
+    def lattice_orientations(self) -> np.ndarray:
+        """(bodies, 4) each dynamic body's voxel lattice axes in the world at its initial pose (w, x, y, z)."""
+        parts = [quaternion_multiply(chunk["orientation"], chunk["lattice"]) for chunk in self._chunks]
+        return np.concatenate(parts) if parts else np.zeros((0, 4))
 
     def _append_chunk(self, **arrays) -> list[int]:
         count = len(arrays["mass"])

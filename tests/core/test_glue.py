@@ -10,6 +10,7 @@ from addon.core.joints import DEFAULT_BULLET_SUBSTEP
 from addon.core.reference import ReferenceEngine
 from addon.core.rotations import axis_angle_quaternions
 from addon.core.shapes import box_particles
+from addon.core.voxelize import voxelize
 
 R = 0.05
 D = 2 * R  # a voxel
@@ -28,7 +29,7 @@ def cube_block(builder, shape=(3, 3, 3), voxels=3, gap=0.0):
 def bonds_of(builder, groups=None):
     positions, body = builder.particle_positions()
     groups = np.zeros(builder.body_count, dtype=np.int64) if groups is None else np.asarray(groups)
-    return find_bonds(positions, body, groups, builder.particle_radius)
+    return find_bonds(positions, body, groups, builder.particle_radius, body_lattice=builder.lattice_orientations())
 
 
 def test_block_of_27_cubes_bonds_its_54_faces():
@@ -66,6 +67,43 @@ def test_gap_tolerance(gap, bonded):
     assert bonds_of(b).count == int(bonded)
 
 
+def test_overlapping_lattices_count_the_nearest_layer():
+    """Two cubes 0.8 voxel into each other: the second layer of each side comes within reach (1.2
+    voxels), yet the area stays the face's 9 voxel faces."""
+    b = ModelBuilder(R)
+    cube_block(b, shape=(2, 1, 1), gap=-0.8)
+    bonds = bonds_of(b)
+    assert bonds.count == 1 and bonds.pair_count[0] > 9
+    assert np.isclose(bonds.area[0], 9 * D**2)
+
+
+def box_mesh(lo, hi):
+    corners = np.array([[x, y, z] for x in (lo[0], hi[0]) for y in (lo[1], hi[1]) for z in (lo[2], hi[2])])
+    triangles = [[0, 1, 3], [0, 3, 2], [4, 6, 7], [4, 7, 5], [0, 4, 5], [0, 5, 1], [2, 3, 7], [2, 7, 6],
+                 [0, 2, 6], [0, 6, 4], [1, 5, 7], [1, 7, 3]]
+    return corners, np.array(triangles)
+
+
+def test_boxes_voxelized_on_their_own_grids_bond_over_their_shared_face():
+    """Pairs of boxes 2.5-6 voxels across, of random sizes, face to face at x = 0 and shifted sideways,
+    each voxelized on its own grid (core.voxelize, as the conversion does: every offset of the two
+    lattices): each pair bonds, over 0.75 to 1.1 times what its faces share with a voxel added to
+    each side (the voxels stand out of a box by up to half a voxel)."""
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        size_a, size_b = rng.uniform(0.25, 0.6, 3), rng.uniform(0.25, 0.6, 3)
+        shift = np.concatenate([[0.0], rng.uniform(-0.1, 0.1, 2)])
+        boxes = [(np.array([-size_a[0], -size_a[1] / 2, -size_a[2] / 2]), np.array([0.0, size_a[1] / 2, size_a[2] / 2])),
+                 (shift + [0.0, -size_b[1] / 2, -size_b[2] / 2], shift + [size_b[0], size_b[1] / 2, size_b[2] / 2])]
+        b = ModelBuilder(R)
+        for lo, hi in boxes:
+            b.add_body(voxelize(*box_mesh(lo, hi), D).points, mass=1.0)
+        bonds = bonds_of(b)
+        shared = np.clip(np.minimum(boxes[0][1], boxes[1][1]) - np.maximum(boxes[0][0], boxes[1][0]), 0, None)[1:]
+        assert bonds.count == 1
+        assert 0.75 * shared.prod() <= bonds.area[0] <= 1.1 * (shared + D).prod()
+
+
 def test_edge_and_corner_neighbours_do_not_bond():
     b = ModelBuilder(R)
     cube_block(b, shape=(2, 2, 2))
@@ -73,22 +111,23 @@ def test_edge_and_corner_neighbours_do_not_bond():
     assert bonds.count == 12  # the 2 x 2 x 2 block's faces, not its 12 edge or 4 corner pairs
 
 
-def test_offset_lattices_bond_with_the_face_area():
+def test_offset_lattices_bond_with_the_area_their_voxel_faces_share():
     """Two cubes whose voxels are offset half a voxel along both face axes (each piece voxelized on its
-    own grid): every voxel faces up to four across, yet the area is the face's (3 x 3 voxel faces),
-    the touching voxels of each side counted once."""
+    own grid): a voxel faces one, two or four across, and the area is what their faces share, 2.5 x
+    2.5 voxel faces (counting pairs would make it 25, each side's touching voxels 9)."""
     b = ModelBuilder(R)
     left = box_particles((3, 3, 3), D)
     b.add_bodies(np.stack([left, left + (3 * D, 0.5 * D, 0.5 * D)]), masses=[1.0, 1.0])
     bonds = bonds_of(b)
     assert bonds.count == 1
     assert bonds.pair_count[0] == 25  # 5 x 5 pairs 2.45 r apart: a voxel meets 1, 2 or 4 across
-    assert np.isclose(bonds.area[0], 9 * D**2)
+    assert np.isclose(bonds.area[0], (2.5 * D) ** 2)
     assert np.allclose(bonds.pivot[0], (1.5 * D, 0.25 * D, 0.25 * D))
 
 
 def test_rotated_pieces_bond():
-    """Two cubes turned 30 degrees about z together, face to face: they bond as unturned ones do."""
+    """Two cubes turned 30 degrees about z together, face to face: they bond as unturned ones do (the
+    shared area measured along their voxel lattice's axes)."""
     q = axis_angle_quaternions(np.array([0.0, 0.0, 1.0]), np.radians(30.0))
     b = ModelBuilder(R)
     for x in (0.0, 3 * D):
