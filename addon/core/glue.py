@@ -24,7 +24,7 @@ voxelized pieces stand out of their meshes by up to half a voxel, so small faces
 1.8 times their mesh's area).
 
 Strength is a stress (Pa, N/m^2): a bond breaks under a steady pull or shear of strength x area
-newtons. Blender's ``breaking_threshold`` is an impulse per Bullet substep and constraint row
+newtons along one of its axes (the world's at the start, turning with the pieces: its rows). Blender's ``breaking_threshold`` is an impulse per Bullet substep and constraint row
 (core.joints), so the bond's threshold is strength x area x bullet_substep (``breaking_thresholds``):
 the same load breaks it whatever the world's substeps. Bullet applies that one threshold to the
 angular rows as well, in N m s: a bond breaks in bending when the bending moment in N m reaches
