@@ -138,17 +138,20 @@ def test_the_panels_show_an_objects_glue_and_its_collections(registered):
     bpy.context.view_layer.objects.active = a
     layout = StrictLayout()
     assert draw_panel(panels.PRB_PT_object, layout)
-    assert ("PRB_CollectionGlue", "use_glue") in layout.drawn.props or any(
-        prop == "use_glue" for _, prop in layout.drawn.props)
+    assert {("PRB_ObjectSettings", "glue"), ("PRB_CollectionGlue", "use_glue")} <= layout.drawn.props
     assert 'Collection "Wall"' in layout.drawn.labels
     a.prb.glue = "ON"
     layout = StrictLayout()
     draw_panel(panels.PRB_PT_object_properties, layout)
-    assert any(prop == "glue_strength" for _, prop in layout.drawn.props)
+    assert ("PRB_ObjectSettings", "glue_strength") in layout.drawn.props
     assert 'Group: "Wall" (its collection)' in layout.drawn.labels
     layout = StrictLayout()
     panels.draw_collection_glue(layout, wall)
-    assert {prop for _, prop in layout.drawn.props} == {"use_glue", "glue_strength", "glue_group"}
+    assert layout.drawn.props == {("PRB_CollectionGlue", p) for p in ("use_glue", "glue_strength", "glue_group")}
+    a.prb.role = "STATIC"  # a collider is never glued: no glue to show
+    layout = StrictLayout()
+    draw_panel(panels.PRB_PT_object_properties, layout)
+    assert not any(prop.startswith("glue") for _, prop in layout.drawn.props)
 
 
 def test_the_cli_bakes_the_glue_saved_in_the_blend(registered, tmp_path):
