@@ -21,7 +21,8 @@ across it. Where the lattices overlap across the face, so that a second layer co
 each voxel counts its nearest layer only, and at most one voxel face. Boxes of sizes that are not
 voxel multiples, face to face, bond over 0.8 to 1.05 times the overlap of their voxels' faces (the
 voxelized pieces stand out of their meshes by up to half a voxel, so small faces come out up to
-1.8 times their mesh's area).
+1.8 times their mesh's area). For the same reason such boxes sharing only an edge overlap there by
+a strip of voxels and bond over it (1 to 4 voxel faces); pieces of whole voxels lined up do not.
 
 Strength is a stress (Pa, N/m^2): a bond breaks under a steady pull or shear of strength x area
 newtons along one of its axes (the world's at the start, turning with the pieces: its rows). Blender's ``breaking_threshold`` is an impulse per Bullet substep and constraint row
