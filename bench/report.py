@@ -150,6 +150,17 @@ def convert_table(name: str) -> str:
         f"\nSteps of one run (s): {steps}.\n\n" + source(name, f"{machine(name, r)}, bpy {r['blender']}")
 
 
+def glue_table(name: str) -> str:
+    r = load(name)
+    body = [[f"{run['pieces']:,}", f"{run['particles']:,}", f"{run['bonds']:,}",
+             "yes" if run["bonds_correct"] else "no", ", ".join(f"{s:.2f}" for s in run["glue_s_all"]),
+             f"{run['glue_s']:.2f}", f"{run['finalize_s']:.2f}"] for run in r["runs"]]
+    return rows(["pieces", "particles", "bonds", "every face, none else", "glue runs s", "glue best s",
+                 "finalize s"], body) + \
+        f"\nLoad average as it ended: {', '.join(f'{x:.1f}' for x in r['load_average'])}; peak memory " \
+        f"{r['peak_rss_mib']:,.0f} MiB; commit {r['commit']}.\n\n" + source(name, machine(name, r))
+
+
 def instances_table(names: list[str]) -> str:
     """One row per run: the same benchmark under other Blender versions and machine loads."""
     body, sources = [], []
@@ -256,6 +267,7 @@ TABLES = {
     "bake_keys": lambda: bake_keys_table(["bake_keys.json", "bake_keys_1k_epyc.json", "bake_keys_10k.json"]),
     "bake_rebake_clear": lambda: rebake_table("bake_rebake_clear_10k.json"),
     "convert": lambda: convert_table("convert.json"),
+    "glue": lambda: glue_table("glue_epyc_2core.json"),
     "instances_convert": lambda: instances_convert_table("instances_convert_100k_cpu.json"),
     "cpu_drivers": lambda: cpu_drivers_table("cpu_drivers_1000_2core_intel2024.json", "cpu_drivers_1000_2core.json",
                                              "the earlier run (the same drivers without Intel's 2024.2, at d6d1c1f)"),

@@ -9,6 +9,8 @@ named after it (scene_objects.py: what they read of an object, and ConversionErr
     body_geometry(gathered.dynamic, depsgraph) -> BodyGeometry      evaluated mesh of each body in its own frame
     voxelize_bodies(geometry, radius, ...)    -> BodyParticles     radius chosen and checked, particles made
     add_bodies(builder, particles)            -> list[BodyLink]    bodies in the model, and how to map them back
+    glue_converted(builder, links, particles) -> int               bonds between touching glued bodies
+                                                                   (glue_bodies.py; core.glue)
     static_colliders(gathered.static, ...)    -> StaticColliders   triangle meshes in world space (+ frames)
 
 ``convert_scene`` runs them at ``frame_start`` and hands everything to ``ModelBuilder``; the particle
@@ -45,6 +47,7 @@ from ..core.settings import SimulationSettings
 from .add_bodies import add_bodies
 from .body_geometry import body_geometry
 from .gather_objects import gather_objects, instances_as_items
+from .glue_bodies import glue_converted
 from .scene_objects import ConversionError
 from .static_colliders import collider_frames, static_colliders
 from .voxelize_bodies import MAX_PARTICLES, automatic_radius, voxelize_bodies, voxelize_shape
@@ -72,6 +75,7 @@ class ConvertedScene:
     # (F + 1, J) bool: each joint on or off in the step to each output frame (a keyed ``enabled``;
     # Simulation's joint_enabled_frames), None when no constraint's ``enabled`` is keyed
     joint_enabled_frames: np.ndarray | None = None
+    bond_count: int = 0  # glue bonds between touching bodies (model.joints holds them, after the constraints)
 
 
 def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_particles=MAX_PARTICLES,
@@ -125,6 +129,10 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
                           contact_geometry)
         builder = ModelBuilder(particles.radius if particles.radius > 0 else 1.0)
         links = timed("bodies", add_bodies, builder, particles)
+        if constraints is not None:
+            # Blender's thresholds are impulses per Bullet substep of the world: the bonds' too
+            builder.bullet_substep = constraints.bullet_substep
+        bond_count = timed("glue", glue_converted, builder, links, particles)
         colliders = timed("colliders", static_colliders, gathered.static, depsgraph)
         if strict and colliders.skipped:
             _refuse_skipped(colliders.skipped, "passive rigid body")
@@ -149,6 +157,8 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
 
             enabled_frames = timed("constraints_enabled", read_enabled, scene, constraints, bpy_objects(),
                                    frame_start, frame_step, frame_count)
+            # the glue's bonds follow the constraints in the model's joints, always on
+            enabled_frames = np.concatenate([enabled_frames, np.ones((len(enabled_frames), bond_count), bool)], axis=1)
             moved = True
     finally:
         if moved:
@@ -161,7 +171,7 @@ def convert_scene(context, dynamic_objects, static_objects, *, radius=None, max_
         radius_auto=radius is None, frame_start=int(frame_start), frame_step=int(frame_step),
         frame_count=int(frame_count), gravity=tuple(float(g) for g in gravity), collider_meshes=colliders.meshes,
         timings=dict(timings, total=time.perf_counter() - t_total), instancers=instancer_bodies,
-        joints=joint_names, joint_enabled_frames=enabled_frames)
+        joints=joint_names, joint_enabled_frames=enabled_frames, bond_count=bond_count)
 
 
 def _add_joints(builder, constraints, links) -> list:

@@ -8,7 +8,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import instancers
+from ..core.glue import GlueSettings
 from ..core.settings import ROLE_IGNORED, ObjectSettings
+from .glue_bodies import object_glue
 from .scene_objects import ConversionError, first_non_finite, object_settings, world_matrices
 
 
@@ -22,6 +24,7 @@ class SceneItem:
     matrix_world: np.ndarray  # (4, 4)
     instancer: str = ""  # an instance of this instancer (instancers.py), with the mesh ``instance_mesh``
     instance_mesh: object = None  # instancers.InstanceMesh
+    glue: GlueSettings = GlueSettings()  # a dynamic item's (glue_bodies.object_glue; an instance: its instancer's)
 
 
 @dataclass
@@ -68,11 +71,12 @@ def gather_objects(dynamic_objects, static_objects, settings_of=None) -> Gathere
             continue
         static.append((obj, settings))
 
-    def items(pairs):
+    def items(pairs, glued):
         matrices = world_matrices([obj for obj, _ in pairs])
-        return [SceneItem(obj.name, obj, settings, matrices[i]) for i, (obj, settings) in enumerate(pairs)]
+        return [SceneItem(obj.name, obj, settings, matrices[i], glue=object_glue(obj) if glued else GlueSettings())
+                for i, (obj, settings) in enumerate(pairs)]
 
-    return GatheredObjects(items(dynamic), items(static), skipped)
+    return GatheredObjects(items(dynamic, True), items(static, False), skipped)
 
 
 def instances_as_items(gathered, depsgraph):
@@ -104,5 +108,5 @@ def instances_as_items(gathered, depsgraph):
                                   + f" ({value}): fix the transforms of its instances before baking.")
         for k in range(bodies.count):
             dynamic.append(SceneItem(f"{item.name}[{k}]", item.obj, item.settings, bodies.matrices[k],
-                                     item.name, meshes[bodies.mesh_index[k]]))
+                                     item.name, meshes[bodies.mesh_index[k]], item.glue))
     return dataclasses.replace(gathered, dynamic=dynamic, skipped=skipped), list(found.values())

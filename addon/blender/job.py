@@ -247,7 +247,8 @@ class BakeJob:
             if self.live:
                 self._saved_transforms = {o.name: _transform_values(o) for o in self._objects_shown_live()}
             joints = f", {len(conv.joints):,} constraints" if conv.joints else ""
-            self._say(f"PRB: {bodies} bodies{joints}, {conv.particle_count:,} particles, device {self.device_name}, "
+            glued = f", {conv.bond_count:,} glue bonds" if conv.bond_count else ""
+            self._say(f"PRB: {bodies} bodies{joints}{glued}, {conv.particle_count:,} particles, device {self.device_name}, "
                       f"{self.sim.substeps_per_frame} substeps per frame, frames {frames.frame_start}-{frames.frame_end}"
                       + (f" step {frames.frame_step}" if frames.frame_step > 1 else ""))
         except BaseException:

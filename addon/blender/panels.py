@@ -14,6 +14,8 @@ from dataclasses import dataclass
 import bpy
 
 from . import bake, bake_instances, cpu_driver, instancers, properties, rigid_body_world
+from .glue_bodies import object_glue
+from .scene_objects import ConversionError
 from ..core.contact_geometry import CONTACT_GEOMETRY
 from ..core.settings import ROLE_IGNORED, ROLE_STATIC
 from .bake_objects import estimate, format_bytes, pick_objects, transform_problem
@@ -138,8 +140,52 @@ def draw_object_settings(layout, obj) -> None:
         col.prop(s, "angular_damping")
         col.prop(s, "initial_velocity")
         col.prop(s, "initial_angular_velocity")
+    if s.role != ROLE_STATIC:
+        draw_object_glue(layout, obj)
     if obj.type != "MESH" and not instancers.may_instance(obj):
         layout.label(text="Only mesh objects and instancers can be simulated", icon="ERROR")
+
+
+def draw_object_glue(layout, obj) -> None:
+    """The object's Glue, and what it comes to when its collection sets it."""
+    s = obj.prb
+    col = layout.column()
+    col.prop(s, "glue")
+    if s.glue == properties.GLUE_ON:
+        col.prop(s, "glue_strength", text="Strength (Pa)")
+        col.prop(s, "glue_group", text="Group")
+        if not s.glue_group and obj.users_collection:
+            col.label(text=f'Group: "{obj.users_collection[0].name}" (its collection)', icon="INFO")
+    elif s.glue == properties.GLUE_FROM_COLLECTION:
+        try:
+            glue = object_glue(obj)
+        except ConversionError as exc:
+            col.label(text=str(exc), icon="ERROR")
+            return
+        collections = [c for c in obj.users_collection if hasattr(c, "prb_glue")]
+        # the collection that glues it (else its first): its glue is edited here too
+        source = next((c for c in collections if c.prb_glue.use_glue), collections[0] if collections else None)
+        if source is None:
+            col.label(text="Not glued: it is in no collection", icon="UNLINKED")
+            return
+        box = col.box()
+        box.label(text=f'Collection "{source.name}"', icon="OUTLINER_COLLECTION")
+        draw_collection_glue(box, source)
+        if not glue.enabled:
+            box.label(text="Not glued: no collection of it glues", icon="UNLINKED")
+
+
+def draw_collection_glue(layout, collection) -> None:
+    glue = collection.prb_glue
+    layout.use_property_split = True
+    layout.use_property_decorate = False
+    layout.prop(glue, "use_glue")
+    col = layout.column()
+    col.active = glue.use_glue
+    col.prop(glue, "glue_strength", text="Strength (Pa)")
+    col.prop(glue, "glue_group", text="Group")
+    if not glue.glue_group:
+        col.label(text=f'Group: "{collection.name}"', icon="INFO")
 
 
 class PRB_PT_main(bpy.types.Panel):
@@ -291,7 +337,25 @@ class PRB_PT_object_properties(bpy.types.Panel):
         draw_object_settings(self.layout, context.object)
 
 
-classes = (PRB_OT_refresh_summary, PRB_PT_main, PRB_PT_scene, PRB_PT_object, PRB_PT_object_properties)
+class PRB_PT_collection_glue(bpy.types.Panel):
+    """Collection Properties: the glue of the collection's pieces (each object may set its own)."""
+
+    bl_idname = "PRB_PT_collection_glue"
+    bl_label = "Particle Rigid Body Glue"
+    bl_space_type = "PROPERTIES"
+    bl_region_type = "WINDOW"
+    bl_context = "collection"
+
+    @classmethod
+    def poll(cls, context):
+        return getattr(context, "collection", None) is not None and hasattr(context.collection, "prb_glue")
+
+    def draw(self, context):
+        draw_collection_glue(self.layout, context.collection)
+
+
+classes = (PRB_OT_refresh_summary, PRB_PT_main, PRB_PT_scene, PRB_PT_object, PRB_PT_object_properties,
+           PRB_PT_collection_glue)
 
 
 _HANDLERS = ((bpy.app.handlers.depsgraph_update_post, _on_depsgraph_update), (bpy.app.handlers.load_post, _on_load_post))

@@ -10,6 +10,7 @@ from bpy.props import (BoolProperty, EnumProperty, FloatProperty, FloatVectorPro
                        PointerProperty, StringProperty)
 
 from ..core.contact_geometry import CONTACT_GEOMETRY, automatic_substeps, listed
+from ..core.glue import GlueSettings
 from .bake_instances import DEFAULT_CACHE_FOLDER
 from ..core.settings import (MANUAL_PARTICLE_RADIUS, MANUAL_SUBSTEPS, ROLE_DYNAMIC, ROLE_FOLLOW_SELECTION,
                              ROLE_IGNORED, ROLE_STATIC, ConversionSettings, FrameSettings, ObjectSettings,
@@ -38,6 +39,22 @@ _FRAMES = FrameSettings()
 _OBJECT = ObjectSettings()
 _SIMULATION = SimulationSettings()
 _CONVERSION = ConversionSettings()
+_GLUE = GlueSettings()
+# Object.prb.glue: its own glue, or its collection's (glue_bodies.object_glue)
+GLUE_FROM_COLLECTION, GLUE_ON, GLUE_OFF = "COLLECTION", "ON", "OFF"
+GLUE_ITEMS = (
+    (GLUE_FROM_COLLECTION, "From Collection", "As the object's collection sets it (Collection Properties > "
+                                              "Particle Rigid Body Glue); not glued when none of its collections glues"),
+    (GLUE_ON, "Glued", "Bond to the touching pieces of the same glue group, whatever the collection says"),
+    (GLUE_OFF, "Not Glued", "Never bond, whatever the collection says"),
+)
+_GLUE_STRENGTH_DESCRIPTION = (
+    "Stress the glue holds, in pascals (N/m²): a bond breaks under a pull or shear of strength × its contact "
+    "area. In Blender's terms its Breaking Threshold is strength × area / (fps × Substeps per Frame); 100 kPa "
+    "is a weak mortar, concrete holds 2-5 MPa")
+_GLUE_GROUP_DESCRIPTION = (
+    "Only pieces of the same glue group bond; empty: the collection's name, so the pieces of one collection "
+    "stick together and not to another's")
 
 
 # The contact geometries whose contacts are springs: only they have a stiffness (the others solve
@@ -228,17 +245,34 @@ class PRB_ObjectSettings(bpy.types.PropertyGroup):
                                   description="Fraction of linear velocity lost per second")
     angular_damping: FloatProperty(name="Angular Damping", default=_OBJECT.angular_damping, min=0.0, max=0.99, subtype="FACTOR",
                                    description="Fraction of angular velocity lost per second")
+    glue: EnumProperty(name="Glue", items=GLUE_ITEMS, default=GLUE_FROM_COLLECTION,
+                       description="Bond this piece to the pieces it touches when converted (fractured pieces, "
+                                   "bricks): breakable FIXED bonds, found from the particles, no object per bond")
+    glue_strength: FloatProperty(name="Glue Strength (Pa)", default=_GLUE.strength, min=1e-3, soft_min=100.0,
+                                 soft_max=1e7, precision=0, description=_GLUE_STRENGTH_DESCRIPTION)
+    glue_group: StringProperty(name="Glue Group", default=_GLUE.group, description=_GLUE_GROUP_DESCRIPTION)
 
 
-classes = (PRB_SceneSettings, PRB_ObjectSettings)
+class PRB_CollectionGlue(bpy.types.PropertyGroup):
+    use_glue: BoolProperty(name="Glue", default=_GLUE.enabled,
+                           description="Bond the collection's pieces to the pieces they touch when converted "
+                                       "(each object may set its own Glue instead)")
+    glue_strength: FloatProperty(name="Glue Strength (Pa)", default=_GLUE.strength, min=1e-3, soft_min=100.0,
+                                 soft_max=1e7, precision=0, description=_GLUE_STRENGTH_DESCRIPTION)
+    glue_group: StringProperty(name="Glue Group", default=_GLUE.group, description=_GLUE_GROUP_DESCRIPTION)
+
+
+classes = (PRB_SceneSettings, PRB_ObjectSettings, PRB_CollectionGlue)
 
 
 def register():
     bpy.types.Scene.prb_settings = PointerProperty(type=PRB_SceneSettings)
     bpy.types.Object.prb = PointerProperty(type=PRB_ObjectSettings)
+    bpy.types.Collection.prb_glue = PointerProperty(type=PRB_CollectionGlue)
 
 
 def unregister():
+    del bpy.types.Collection.prb_glue
     del bpy.types.Object.prb
     del bpy.types.Scene.prb_settings
     refresh_devices()

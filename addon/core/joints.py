@@ -34,7 +34,7 @@ bodies while it is unbroken (Bullet's checkCollideWithOverride ignores disabled 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -146,33 +146,76 @@ def joint_rows(kind, use_limit_lin=(False,) * 3, use_limit_ang=(False,) * 3, lim
     return mode, lower, upper
 
 
+def _frames_in_bodies(body, pivot, frame, body_position, body_orientation):
+    """(anchor (J, 3), frame (J, 4)) of joints at world ``pivot`` (J, 3) with world ``frame`` (J, 4) seen
+    from ``body`` (J,) at its initial pose: the pivot from its centre of mass and the frame's rotation,
+    in the body's frame; a STATIC_SIDE keeps the world's."""
+    static = body == STATIC_SIDE
+    index = np.where(static, 0, body)
+    q = body_orientation[index]
+    anchor = np.einsum("kji,kj->ki", quaternion_to_matrix(q), pivot - body_position[index])
+    local = quaternion_multiply(q * np.array([1.0, -1.0, -1.0, -1.0]), frame)
+    return np.where(static[:, None], pivot, anchor), np.where(static[:, None], frame, local)
+
+
 def joint_model(specs: list[dict], body_position: np.ndarray, body_orientation: np.ndarray,
                 bullet_substep: float = DEFAULT_BULLET_SUBSTEP) -> JointModel | None:
     """The JointModel of the joints ``specs`` (ModelBuilder.add_joint's, pivot and frame in world
     space) on bodies at their initial poses (centres of mass); None when there are none."""
     if not specs:
         return None
-    count = len(specs)
-    anchors = np.zeros((2, count, 3))
-    frames = np.zeros((2, count, 4))
-    for k, spec in enumerate(specs):
-        for side, body in enumerate((spec["body_a"], spec["body_b"])):
-            if body == STATIC_SIDE:
-                anchors[side, k] = spec["pivot"]
-                frames[side, k] = spec["frame"]
-                continue
-            q = body_orientation[body]
-            anchors[side, k] = quaternion_to_matrix(q).T @ (spec["pivot"] - body_position[body])
-            frames[side, k] = quaternion_multiply(q * np.array([1.0, -1.0, -1.0, -1.0]), spec["frame"])
     stack = lambda key, dtype=np.float64: np.array([s[key] for s in specs], dtype=dtype)  # noqa: E731
+    body_a, body_b, pivot, frame = stack("body_a", np.int32), stack("body_b", np.int32), stack("pivot"), stack("frame")
+    anchor_a, frame_a = _frames_in_bodies(body_a, pivot, frame, body_position, body_orientation)
+    anchor_b, frame_b = _frames_in_bodies(body_b, pivot, frame, body_position, body_orientation)
     return JointModel(
-        body_a=stack("body_a", np.int32), body_b=stack("body_b", np.int32),
-        anchor_a=anchors[0], anchor_b=anchors[1], frame_a=frames[0], frame_b=frames[1],
+        body_a=body_a, body_b=body_b, anchor_a=anchor_a, anchor_b=anchor_b, frame_a=frame_a, frame_b=frame_b,
         mode=stack("mode", np.int8), lower=stack("lower"), upper=stack("upper"),
         spring_stiffness=stack("spring_stiffness"), spring_damping=stack("spring_damping"),
         motor_velocity=stack("motor_velocity"), motor_max_impulse=stack("motor_max_impulse"),
         breaking_threshold=stack("breaking_threshold"), disable_collisions=stack("disable_collisions", bool),
         enabled=stack("enabled", bool), bullet_substep=float(bullet_substep))
+
+
+def fixed_joint_model(body_a, body_b, pivot, breaking_threshold, body_position: np.ndarray,
+                      body_orientation: np.ndarray, disable_collisions=True,
+                      bullet_substep: float = DEFAULT_BULLET_SUBSTEP) -> JointModel:
+    """The JointModel of J FIXED joints given as arrays (glue's bonds: ModelBuilder.add_bonds), the
+    same joints ``joint_model`` makes of add_joint("FIXED", a, b, pivot, breaking_threshold=...) specs:
+    frames the world's axes at the bodies' initial poses, rows joint_rows("FIXED")."""
+    body_a = np.asarray(body_a, dtype=np.int32).reshape(-1)
+    count = len(body_a)
+    body_b = np.asarray(body_b, dtype=np.int32).reshape(count)
+    pivot = np.asarray(pivot, dtype=np.float64).reshape(count, 3)
+    frame = np.tile([1.0, 0.0, 0.0, 0.0], (count, 1))
+    anchor_a, frame_a = _frames_in_bodies(body_a, pivot, frame, body_position, body_orientation)
+    anchor_b, frame_b = _frames_in_bodies(body_b, pivot, frame, body_position, body_orientation)
+    mode, lower, upper = joint_rows("FIXED")
+    rows = lambda row: np.tile(row, (count, 1))  # noqa: E731
+    return JointModel(
+        body_a=body_a, body_b=body_b, anchor_a=anchor_a, anchor_b=anchor_b, frame_a=frame_a, frame_b=frame_b,
+        mode=rows(mode), lower=rows(lower), upper=rows(upper), spring_stiffness=np.zeros((count, ROWS)),
+        spring_damping=np.zeros((count, ROWS)), motor_velocity=np.zeros((count, ROWS)),
+        motor_max_impulse=np.zeros((count, ROWS)),
+        breaking_threshold=np.broadcast_to(np.asarray(breaking_threshold, dtype=np.float64), (count,)).copy(),
+        disable_collisions=np.broadcast_to(np.asarray(disable_collisions, dtype=bool), (count,)).copy(),
+        enabled=np.ones(count, dtype=bool), bullet_substep=float(bullet_substep))
+
+
+def concatenate_joints(models) -> JointModel | None:
+    """One JointModel of the joints of ``models`` (None entries left out) in their order; None when
+    there are none. They must share bullet_substep, hertz and damping ratio (one world's)."""
+    models = [m for m in models if m is not None]
+    if not models:
+        return None
+    first = models[0]
+    for m in models[1:]:
+        if (m.bullet_substep, m.hertz, m.damping_ratio) != (first.bullet_substep, first.hertz, first.damping_ratio):
+            raise ValueError("joints of one model must share their Bullet substep and softness")
+    arrays = {f.name: np.concatenate([getattr(m, f.name) for m in models])
+              for f in fields(JointModel) if isinstance(getattr(first, f.name), np.ndarray)}
+    return JointModel(**arrays, bullet_substep=first.bullet_substep, hertz=first.hertz,
+                      damping_ratio=first.damping_ratio)
 
 
 def frame_from_axis(axis, primary: int) -> np.ndarray:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .joints import DEFAULT_BULLET_SUBSTEP, joint_model, joint_spec
+from .joints import DEFAULT_BULLET_SUBSTEP, concatenate_joints, fixed_joint_model, joint_model, joint_spec
 from .kinematic import KinematicPaths
 from .model import STATIC_BODY, Material, Model
-from .rotations import quaternion_to_matrix
+from .rotations import quaternion_multiply, quaternion_to_matrix
 
 
 def _corner_reach(value, shape) -> np.ndarray:
@@ -78,6 +78,7 @@ class ModelBuilder:
         self._meshes: list[tuple[np.ndarray, np.ndarray, int, np.ndarray | None]] = []
         self._paths: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
         self._joints: list[dict] = []
+        self._bonds: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # add_bonds' arrays
         # what Blender's joint impulses are per (breaking_threshold, motor max impulse): 1 / (scene fps x
         # the world's substeps_per_frame) seconds
         self.bullet_substep = DEFAULT_BULLET_SUBSTEP
@@ -94,6 +95,24 @@ class ModelBuilder:
     def particle_count(self) -> int:
         return (sum(c["offsets"].shape[0] * c["offsets"].shape[1] for c in self._chunks)
                 + sum(len(p) for p, _ in self._static_particles))
+
+    def particle_positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(world positions (P, 3), body index (P,)) of the dynamic bodies' particles at their initial
+        poses, in body order (what core.glue finds touching bodies from)."""
+        positions, bodies = [np.zeros((0, 3))], [np.zeros(0, dtype=np.int32)]
+        first = 0
+        for chunk in self._chunks:
+            count, n = chunk["offsets"].shape[:2]
+            turned = np.einsum("kij,knj->kni", quaternion_to_matrix(chunk["orientation"]), chunk["offsets"])
+            positions.append((turned + chunk["position"][:, None, :]).reshape(-1, 3))
+            bodies.append(np.repeat(np.arange(first, first + count, dtype=np.int32), n))
+            first += count
+        return np.concatenate(positions), np.concatenate(bodies)
+
+    def lattice_orientations(self) -> np.ndarray:
+        """(bodies, 4) each dynamic body's voxel lattice axes in the world at its initial pose (w, x, y, z)."""
+        parts = [quaternion_multiply(chunk["orientation"], chunk["lattice"]) for chunk in self._chunks]
+        return np.concatenate(parts) if parts else np.zeros((0, 4))
 
     def _append_chunk(self, **arrays) -> list[int]:
         count = len(arrays["mass"])
@@ -266,6 +285,34 @@ class ModelBuilder:
         self._joints.append(joint_spec(kind, body_a, body_b, pivot, **fields))
         return len(self._joints) - 1
 
+    def add_bonds(self, body_a, body_b, pivots, breaking_threshold) -> int:
+        """Glue: join pairs of bodies by FIXED joints given as arrays, without a dict per joint (core.glue
+        finds them): ``body_a``, ``body_b`` (J,) dynamic bodies, ``pivots`` (J, 3) world points,
+        ``breaking_threshold`` (J,) or one value (Blender's: an impulse per ``bullet_substep`` and row).
+        Each is add_joint("FIXED", a, b, pivot, breaking_threshold=...) with disable_collisions on; in
+        the finalized model they follow every add_joint joint, in the order given. Returns J."""
+        a = np.asarray(body_a, dtype=np.int64).reshape(-1)
+        b = np.asarray(body_b, dtype=np.int64).reshape(-1)
+        pivots = np.asarray(pivots, dtype=np.float64).reshape(-1, 3)
+        try:
+            threshold = np.broadcast_to(np.asarray(breaking_threshold, dtype=np.float64), a.shape).copy()
+        except ValueError:
+            raise ValueError(f"breaking thresholds must be one value or one per bond, got "
+                             f"{np.shape(breaking_threshold)} for {len(a)} bonds") from None
+        if len(b) != len(a) or len(pivots) != len(a):
+            raise ValueError(f"bonds need as many body b and pivots as body a: {len(a)}, {len(b)}, {len(pivots)}")
+        if len(a) and not (a.min() >= 0 and b.min() >= 0 and max(a.max(), b.max()) < self._body_total):
+            raise ValueError("a bond joins two dynamic bodies of the model")
+        if np.any(a == b):
+            raise ValueError("a bond joins two different bodies")
+        if not np.all(np.isfinite(pivots)):
+            raise ValueError("bond pivots must be finite")
+        if not np.all(threshold >= 0):
+            raise ValueError("breaking thresholds must be >= 0")
+        if len(a):
+            self._bonds.append((a.astype(np.int32), b.astype(np.int32), pivots, threshold))
+        return len(a)
+
     def add_static_mesh(self, vertices, triangles, material: Material | None = None, frames=None) -> int:
         """Add a static triangle mesh collider: ``vertices`` (V, 3) in world space, ``triangles`` (T, 3).
 
@@ -336,7 +383,11 @@ class ModelBuilder:
             + [np.full(len(p), STATIC_BODY, dtype=np.int32) for p in static_pts]
         ) if (body_total or static_pts) else np.zeros(0, dtype=np.int32)
         mass = stack("mass", None)
-        joints = joint_model(self._joints, stack("position", 3), stack("orientation", 4), self.bullet_substep)
+        body_position, body_orientation = stack("position", 3), stack("orientation", 4)
+        joints = concatenate_joints(
+            [joint_model(self._joints, body_position, body_orientation, self.bullet_substep)]
+            + [fixed_joint_model(a, b, pivots, threshold, body_position, body_orientation,
+                                 bullet_substep=self.bullet_substep) for a, b, pivots, threshold in self._bonds])
         inertia = stack("inertia", (3, 3))
         # A body of one particle (or a line of them) has a singular inertia tensor: it cannot be
         # set spinning about that axis by contacts at particle centres, so a zero there is fine.
@@ -375,8 +426,8 @@ class ModelBuilder:
             body_com_local=stack("com_local", 3),
             body_effective_mass=effective_mass,
             body_material=stack("material", None).astype(np.int32),
-            body_position=stack("position", 3),
-            body_orientation=stack("orientation", 4),
+            body_position=body_position,
+            body_orientation=body_orientation,
             body_velocity=stack("velocity", 3),
             body_angular_velocity=stack("angular_velocity", 3),
             particle_offset=np.asarray(particle_offset, dtype=np.float64).reshape(-1, 3),
