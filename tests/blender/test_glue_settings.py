@@ -155,8 +155,7 @@ def test_the_panels_show_an_objects_glue_and_its_collections(registered):
 
 
 def test_the_cli_bakes_the_glue_saved_in_the_blend(registered, tmp_path):
-    """The CLI reads the collection's glue from the .blend: its two cubes bake bonded (the reference
-    engine: the OpenCL kernels of joints are not in this tree yet)."""
+    """The CLI reads the collection's glue from the .blend: its two cubes bake bonded."""
     fresh_scene(1, 3)
     wall = collection("Wall", glue=True)
     row_of_cubes(wall, ["A", "B"])
@@ -169,7 +168,6 @@ def test_the_cli_bakes_the_glue_saved_in_the_blend(registered, tmp_path):
         import sys
         from addon import cli
         sys.exit(cli.command(sys.argv[1:]))
-    """, "bake", "--scene", str(path), "--collection", "Wall", "--frames", "1", "3", "--output", str(out),
-       "--backend", "reference")
+    """, "bake", "--scene", str(path), "--collection", "Wall", "--frames", "1", "3", "--output", str(out))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "PRB: 2 bodies, 1 glue bonds," in proc.stdout, proc.stdout
