@@ -4,7 +4,8 @@
 // from the body state (v + w x r), which stays in cache, instead of every particle's being written
 // and read back. Positions are recomputed from the body state rather than stored by the grid
 // stage (fewer bytes moved). Work-item 0 also clears the next substep's rebuild flag (the last
-// substep's, read by all its kernels and free now; integrate_bodies sets it) and counts rebuilds.
+// substep's, read by all its kernels and free now; integrate_bodies sets it) and the detection's
+// awake flag, and counts rebuilds.
 
 __kernel void gather_particles(
     __global const int *rebuild,
@@ -16,11 +17,13 @@ __kernel void gather_particles(
     __global const int *particle_body,
     __global const float4 *body_position,
     __global const float4 *body_orientation,
-    __global float4 *sorted_position)
+    __global float4 *sorted_position,
+    __global int *awake_bodies)   // cleared: integrate_bodies sets it while some body is awake
 {
     int a = get_global_id(0);
     if (a == 0) {
         *next_rebuild = 0;
+        *awake_bodies = 0;
         if (*rebuild) *rebuild_count += 1u;
     }
     if (a >= particle_count) return;

@@ -161,7 +161,8 @@ void integrate_bodies(
     __global float4 *start_orientation,
     __global const float4 *detect_position,
     __global const float4 *detect_orientation,
-    __global int *body_reached)          // read and cleared: a sleeper an awake body's records reached
+    __global int *body_reached,          // read and cleared: a sleeper an awake body's records reached
+    __global int *awake_bodies)          // set: some body was awake in this detection (cleared by gather_particles)
 {
     int lid = get_local_id(0);
     int lane = lid % BODY_LANES;
@@ -224,4 +225,9 @@ void integrate_bodies(
 #endif
     integrate_body(b, force.xyz, torque.xyz, substep, gravity.xyz, terminal_speed, sleep, touched, rebuilt_here,
                    rebuild_distance, next_rebuild, body);
+#if RIGID_VOXELS
+    // a detection whose substeps found every body asleep changed nothing: the host skips the
+    // substeps after it until something moves (OpenCLEngine.step)
+    if (!is_asleep(body_quiet[b], sleep)) *awake_bodies = 1;  // every writer stores the same value
+#endif
 }

@@ -176,7 +176,7 @@ PAIR_SLOT_BUFFERS = tuple(row.name for row in DEVICE_BUFFERS if row.slots == PAI
 # the rebuild flags (a double buffer) and counter; the planes', materials' and triangles' tables;
 # the grid's bucket counts, their scan and its groups' offsets (see GRID_BUCKETS_PER_PARTICLE)
 FIXED_SIZE_BUFFERS = ("pair_totals", "colour_start", "grid_sync", "rebuild", "next_rebuild", "rebuild_count",
-                      "joint_colour_start", "broken_joint_total",
+                      "joint_colour_start", "broken_joint_total", "awake_bodies",
                       "pair_restitution", "pair_damping_ratio", "pair_friction", "pair_rolling",
                       "plane_point", "plane_normal", "plane_material",
                       "triangle_vertices", "collider_vertex", "collider_velocity", "triangle_bounds",
@@ -404,6 +404,8 @@ class DeviceBuffers:
         self._double_buffer("rebuild", "next_rebuild", buffer(np.array([1], np.int32)),
                             buffer(np.array([0], np.int32)))
         a["rebuild_count"] = buffer(np.zeros(1, np.uint32))
+        # whether some body was awake in the last detection (1 until one has run)
+        a["awake_bodies"] = buffer(np.ones(1, np.int32))
         a["neighbour_count"] = table("neighbour_count", np.int32(0))
         a["neighbour_list"] = table("neighbour_list")
         a["build_position"] = table("build_position", vec4(m.body_position))

@@ -152,6 +152,7 @@ class JointLaunches:
         woken = np.concatenate([joints.body_a[changed], joints.body_b[changed]])
         for body in np.unique(woken[woken != STATIC_SIDE]):
             cl.enqueue_copy(queue, a["body_quiet"], np.zeros(1, np.float32), dst_offset=4 * int(body))
+        self._woken_by_host = True  # the world is stepped again, whatever the last detection saw
         # the flag the next detection reads: its own if the next substep detects, else the next one's
         detecting_next = self.substeps_done % self.settings.substeps_per_detection == 0
         flag = a["rebuild" if detecting_next else "next_rebuild"][self.substep_parity]

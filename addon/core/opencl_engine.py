@@ -124,6 +124,10 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, JointLaunches, StateMixin):
         # every kernel argument by its parameter name: a buffer, a value, or a ByParity pair of them
         self.arguments: dict[str, object] = {}
         self.substep_parity = 0
+        # a world whose bodies all sleep is not stepped (_world_asleep); tests turn it off to compare
+        self.skip_still_world = True
+        self.skipped_substeps = 0
+        self._woken_by_host = False
         self._upload()
         self._upload_joints()
         self._bind_arguments()
@@ -299,9 +303,36 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, JointLaunches, StateMixin):
             self.time += count * self.params.substep
             self.substeps_done += count
             return
+        if self._world_asleep():
+            self._skip_substeps(count)
+            return
+        self._woken_by_host = False
         for _ in range(count):
             self._enqueue_substep()
             self.substeps_done += 1
+        self.time += count * self.params.substep
+
+    def _world_asleep(self) -> bool:
+        """Whether every body slept through the last detection that ran (Rigid Voxels, sleeping on, so
+        no collider or kinematic body moves), and the host woke none since (set_joints_enabled): its
+        substeps changed nothing (a sleeper holds, computes no contacts, lists no pairs; every friction
+        history was carried over), and neither would the next, until something wakes a body, which
+        nothing in the scene can. Box2D's sleeping islands cost nothing either. A read of one flag,
+        once per call (per output frame in a bake, after the frame's read of the poses)."""
+        if not (self.solving and self.sleep[0] > 0.0 and self.skip_still_world) or self._woken_by_host:
+            return False
+        return int(self._read(self.arguments["awake_bodies"], (1,), np.int32)[0]) == 0
+
+    def _skip_substeps(self, count: int):
+        """``count`` substeps of a world asleep: the clocks and the double buffers' parity as if they
+        had run (the buffers of each pair hold the same, carried over by the last detection)."""
+        every = self.settings.substeps_per_detection
+        for _ in range(count):
+            if self.substeps_done % every == every - 1:
+                self.substep_parity = 1 - self.substep_parity
+            self.colliders.tau += self.params.substep
+            self.substeps_done += 1
+        self.skipped_substeps += count
         self.time += count * self.params.substep
 
     def _enqueue_substep(self):
