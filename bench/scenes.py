@@ -11,14 +11,15 @@ from addon.core.shapes import cube_particles
 
 
 def cube_pile(count: int, side: float = 1.0, spacing: float = 1.6, seed: int = 0, ground: bool = True,
-              per_edge: int = 3):
-    """``count`` cubes of ``per_edge``^3 particles in a block about as wide as tall, slightly tilted,
-    above a ground plane.
+              per_edge: int = 3, per_row: int | None = None):
+    """``count`` cubes of ``per_edge``^3 particles in a block about as wide as tall (or ``per_row``
+    cubes a side: a wide one lands as a field of debris), slightly tilted, above a ground plane.
 
     Spacing 1.6 side: a cube tilted by up to 0.25 rad and shifted by 0.1 never overlaps a neighbour.
     """
     rng = np.random.default_rng(seed)
-    per_row = max(1, math.ceil((count / 2) ** (1 / 3) * 1.26))  # footprint a bit wider than the height
+    if per_row is None:
+        per_row = max(1, math.ceil((count / 2) ** (1 / 3) * 1.26))  # footprint a bit wider than the height
     idx = np.arange(count)
     layer, cell = np.divmod(idx, per_row * per_row)
     ix, iy = np.divmod(cell, per_row)
