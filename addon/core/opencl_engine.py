@@ -128,6 +128,7 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, JointLaunches, StateMixin):
         self.skip_still_world = True
         self.skipped_substeps = 0
         self._woken_by_host = False
+        self._awake_read = None  # (event, flag): the awake flag the last call's substeps left
         self._upload()
         self._upload_joints()
         self._bind_arguments()
@@ -311,17 +312,31 @@ class OpenCLEngine(DeviceBuffers, SolveLaunches, JointLaunches, StateMixin):
             self._enqueue_substep()
             self.substeps_done += 1
         self.time += count * self.params.substep
+        if self._may_skip:
+            # read as the device gets there: the next call takes it if it has arrived by then
+            flag = np.ones(1, np.int32)
+            self._awake_read = (self.cl.enqueue_copy(self.queue, flag, self.arguments["awake_bodies"],
+                                                     is_blocking=False), flag)
+
+    @property
+    def _may_skip(self) -> bool:
+        """Rigid Voxels with sleeping on: no collider or kinematic body moves (they turn sleeping off)."""
+        return self.solving and self.sleep[0] > 0.0 and self.skip_still_world
 
     def _world_asleep(self) -> bool:
-        """Whether every body slept through the last detection that ran (Rigid Voxels, sleeping on, so
-        no collider or kinematic body moves), and the host woke none since (set_joints_enabled): its
-        substeps changed nothing (a sleeper holds, computes no contacts, lists no pairs; every friction
-        history was carried over), and neither would the next, until something wakes a body, which
-        nothing in the scene can. Box2D's sleeping islands cost nothing either. A read of one flag,
-        once per call (per output frame in a bake, after the frame's read of the poses)."""
-        if not (self.solving and self.sleep[0] > 0.0 and self.skip_still_world) or self._woken_by_host:
+        """Whether every body slept through the last detection that ran, and the host woke none since
+        (set_joints_enabled): its substeps changed nothing (a sleeper holds, computes no contacts,
+        lists no pairs; every friction history was carried over), and neither would the next,
+        until something wakes a body, which nothing in the scene can. Box2D's sleeping islands cost
+        nothing either. The flag is the one the last call's substeps left, read without waiting: in
+        a bake the frame's read of the poses has waited for it; where it has not arrived yet the
+        substeps run (the same result either way)."""
+        if not self._may_skip or self._woken_by_host or self._awake_read is None:
             return False
-        return int(self._read(self.arguments["awake_bodies"], (1,), np.int32)[0]) == 0
+        event, flag = self._awake_read
+        if event.command_execution_status != self.cl.command_execution_status.COMPLETE:
+            return False
+        return int(flag[0]) == 0
 
     def _skip_substeps(self, count: int):
         """``count`` substeps of a world asleep: the clocks and the double buffers' parity as if they

@@ -109,7 +109,9 @@ def test_a_substep_never_waits_for_the_device():
     engine.step(40)
     engine.cl = cl
     assert engine.colour_pair_counts.sum() > 0  # the scene has pairs to colour and solve
-    assert reads == [False] * 10  # each detection's totals, read back as the device gets there
+    # each detection's totals, read back as the device gets there, and at the end the flag that says
+    # whether any body is awake (OpenCLEngine._world_asleep), read the same way
+    assert reads == [False] * 11
 
 
 def spare_nothing(monkeypatch):
