@@ -142,6 +142,90 @@ inline void solve_block(float K[6][6], float rhs[6], float x[6], int n)
     }
 }
 
+// The six-row block of a FIXED joint (symmetric positive definite while either side moves freely)
+// by Cholesky's factorisation in loops of constant bounds, which the compiler unrolls into
+// registers (Gaussian elimination's pivoting indexes private arrays at run time: on a CPU that is
+// memory); false, x untouched, where a pivot vanishes (solve_block then)
+inline bool solve_six(float K[6][6], float rhs[6], float x[6])
+{
+    float L[6][6], y[6];
+    float tiny = 1e-9f * fmax(fmax(fmax(K[0][0], K[1][1]), fmax(K[2][2], K[3][3])), fmax(K[4][4], K[5][5]));
+    #pragma unroll
+    for (int j = 0; j < 6; ++j) {
+        float d = K[j][j];
+        #pragma unroll
+        for (int k = 0; k < j; ++k) d -= L[j][k] * L[j][k];
+        if (!(d > tiny)) return false;
+        L[j][j] = sqrt(d);
+        float inv = 1.0f / L[j][j];
+        #pragma unroll
+        for (int i = j + 1; i < 6; ++i) {
+            float v = K[i][j];
+            #pragma unroll
+            for (int k = 0; k < j; ++k) v -= L[i][k] * L[j][k];
+            L[i][j] = v * inv;
+        }
+    }
+    #pragma unroll
+    for (int i = 0; i < 6; ++i) {
+        float v = rhs[i];
+        #pragma unroll
+        for (int k = 0; k < i; ++k) v -= L[i][k] * y[k];
+        y[i] = v / L[i][i];
+    }
+    #pragma unroll
+    for (int i = 5; i >= 0; --i) {
+        float v = y[i];
+        #pragma unroll
+        for (int k = i + 1; k < 6; ++k) v -= L[k][i] * x[k];
+        x[i] = v / L[i][i];
+    }
+    return true;
+}
+
+// A FIXED joint's six locked rows as one block, each row's index a constant of the unrolled loops (a
+// CPU keeps the rows in registers; with the row read from rows[] they are private memory): as the
+// general block below, by Cholesky's factorisation; false, nothing changed, where a pivot vanishes
+inline bool fixed_block(JointRows *r, __global const float *values, __global float *impulse, bool use_bias,
+                        float4 soft, SolveBody *A, SolveBody *B, float3 *impulse_a, float3 *moment_a,
+                        float3 *impulse_b, float3 *moment_b)
+{
+    float3 mv_a[6], mw_a[6], mv_b[6], mw_b[6];
+    float K[6][6], rhs[6], x[6];
+    #pragma unroll
+    for (int i = 0; i < 6; ++i) {
+        mv_a[i] = A->inv_mass * r->lin_a[i];
+        mw_a[i] = inverse_inertia_times(*A, r->ang_a[i]);
+        mv_b[i] = B->inv_mass * r->lin_b[i];
+        mw_b[i] = inverse_inertia_times(*B, r->ang_b[i]);
+        float bias = use_bias ? soft.x * (r->coordinate[i] - values[ROW_LOWER + i]) : 0.0f;
+        rhs[i] = row_velocity(r, i, A, B) + bias;
+    }
+    #pragma unroll
+    for (int i = 0; i < 6; ++i) {
+        #pragma unroll
+        for (int k = i; k < 6; ++k)
+            K[i][k] = K[k][i] = dot(r->lin_a[i], mv_a[k]) + dot(r->ang_a[i], mw_a[k])
+                              + dot(r->lin_b[i], mv_b[k]) + dot(r->ang_b[i], mw_b[k]);
+    }
+    if (!solve_six(K, rhs, x)) return false;
+    float scale = use_bias ? soft.y : 1.0f, forget = use_bias ? soft.z : 0.0f;
+    #pragma unroll
+    for (int i = 0; i < 6; ++i) {
+        float lambda = -scale * x[i] - forget * impulse[IMPULSE_LOCKED + i];
+        impulse[IMPULSE_LOCKED + i] += lambda;
+        *impulse_a += r->lin_a[i] * lambda;
+        *moment_a += r->ang_a[i] * lambda;
+        *impulse_b += r->lin_b[i] * lambda;
+        *moment_b += r->ang_b[i] * lambda;
+        A->v += mv_a[i] * lambda;
+        A->w += mw_a[i] * lambda;
+        B->v += mv_b[i] * lambda;
+        B->w += mw_b[i] * lambda;
+    }
+    return true;
+}
+
 // One pass (kind 0 warm, 1 solve, 2 relax; restitution passes solve no joints) of joint colour
 // joint_colour: this work-item takes its joints first, first + step, ...
 void solve_joint_colour(const int joint_colour, const int solve_kind, const int first, const int step, JointSolve js,
@@ -200,10 +284,7 @@ void solve_joint_colour(const int joint_colour, const int solve_kind, const int 
             bool use_bias = kind == 1;
             // springs towards the starting pose, with the user's stiffness and damping; a relax pass
             // reads their stretch where the solve did, at the substep's start (reference_joints.py)
-            bool sprung = false;
-            for (int row = 0; row < 6; ++row)
-                sprung |= values[ROW_SPRING_STIFFNESS + row] > 0.0f || values[ROW_SPRING_DAMPING + row] > 0.0f;
-            if (sprung) {
+            if (modes & JOINT_MODE_SPRINGS) {
                 float stretch[6];
                 if (moved) {
                     float4 sx_b = has_b ? ps.start_position[b] : (float4)(0.0f);
@@ -229,7 +310,7 @@ void solve_joint_colour(const int joint_colour, const int solve_kind, const int 
                 }
             }
             // motors: the target relative velocity, the accumulated impulse capped (a force in effect)
-            for (int row = 0; row < 6; ++row) {
+            for (int row = 0; row < 6 && (modes & JOINT_MODE_MOTORS); ++row) {
                 float cap = values[ROW_MOTOR_MAX_IMPULSE + row] * h;
                 if (!(cap > 0.0f)) continue;
                 float k_row = row_coupling(&r, row, row, &A, &B);
@@ -242,7 +323,7 @@ void solve_joint_colour(const int joint_colour, const int solve_kind, const int 
             }
             float4 soft = js.joint_soft;  // bias rate, mass scale, impulse scale (b2MakeSoft)
             // limits, one-sided, speculative while open
-            for (int row = 0; row < 6; ++row) {
+            for (int row = 0; row < 6 && (modes & JOINT_MODE_LIMITS); ++row) {
                 if (((modes >> (2 * row)) & 3) != ROW_LIMITED) continue;
                 float k_row = row_coupling(&r, row, row, &A, &B);
                 if (k_row <= 0.0f) continue;
@@ -266,24 +347,46 @@ void solve_joint_colour(const int joint_colour, const int solve_kind, const int 
                     apply_row(&r, row, sign * (now - old), &A, &B, &impulse_a, &moment_a, &impulse_b, &moment_b);
                 }
             }
-            // the LOCKED rows as one block (a FIXED joint exact in one pass)
+            // the LOCKED rows as one block (a FIXED joint exact in one pass): each row's M^-1 J^T once,
+            // for the block K = J M^-1 J^T (symmetric) and for the velocities the impulses change
             int rows[6], n = 0;
             for (int row = 0; row < 6; ++row)
                 if (((modes >> (2 * row)) & 3) == ROW_LOCKED) rows[n++] = row;
-            if (n > 0) {
+            if (n == 6 && fixed_block(&r, values, impulse, use_bias, soft, &A, &B, &impulse_a, &moment_a, &impulse_b,
+                                      &moment_b)) {
+                // a FIXED joint (glue): solved with its rows known at compile time
+            } else if (n > 0) {
+                float3 mv_a[6], mw_a[6], mv_b[6], mw_b[6];
                 float K[6][6], rhs[6], x[6];
                 for (int i = 0; i < n; ++i) {
-                    for (int k = 0; k < n; ++k) K[i][k] = row_coupling(&r, rows[i], rows[k], &A, &B);
-                    float bias = use_bias ? soft.x * (r.coordinate[rows[i]] - values[ROW_LOWER + rows[i]]) : 0.0f;
-                    rhs[i] = row_velocity(&r, rows[i], &A, &B) + bias;
+                    int row = rows[i];
+                    mv_a[i] = A.inv_mass * r.lin_a[row];
+                    mw_a[i] = inverse_inertia_times(A, r.ang_a[row]);
+                    mv_b[i] = B.inv_mass * r.lin_b[row];
+                    mw_b[i] = inverse_inertia_times(B, r.ang_b[row]);
+                    float bias = use_bias ? soft.x * (r.coordinate[row] - values[ROW_LOWER + row]) : 0.0f;
+                    rhs[i] = row_velocity(&r, row, &A, &B) + bias;
                 }
+                for (int i = 0; i < n; ++i)
+                    for (int k = i; k < n; ++k) {
+                        int row = rows[i];
+                        K[i][k] = K[k][i] = dot(r.lin_a[row], mv_a[k]) + dot(r.ang_a[row], mw_a[k])
+                                          + dot(r.lin_b[row], mv_b[k]) + dot(r.ang_b[row], mw_b[k]);
+                    }
                 solve_block(K, rhs, x, n);
                 float scale = use_bias ? soft.y : 1.0f, forget = use_bias ? soft.z : 0.0f;
                 for (int i = 0; i < n; ++i) {
                     int row = rows[i];
                     float lambda = -scale * x[i] - forget * impulse[IMPULSE_LOCKED + row];
                     impulse[IMPULSE_LOCKED + row] += lambda;
-                    apply_row(&r, row, lambda, &A, &B, &impulse_a, &moment_a, &impulse_b, &moment_b);
+                    impulse_a += r.lin_a[row] * lambda;
+                    moment_a += r.ang_a[row] * lambda;
+                    impulse_b += r.lin_b[row] * lambda;
+                    moment_b += r.ang_b[row] * lambda;
+                    A.v += mv_a[i] * lambda;
+                    A.w += mw_a[i] * lambda;
+                    B.v += mv_b[i] * lambda;
+                    B.w += mw_b[i] * lambda;
                 }
             }
         }

@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 
 from .device_buffers import quat_to_device, round_up, vec4
-from .joints import (JOINT_BROKEN, JOINT_ENABLED, JOINT_IMPULSES, JOINT_NO_COLLISIONS, JOINT_ROW_FIELDS, ROWS,
-                     STATIC_SIDE, joint_colouring)
+from .joints import (JOINT_BROKEN, JOINT_ENABLED, JOINT_IMPULSES, JOINT_MODE_LIMITS, JOINT_MODE_MOTORS,
+                     JOINT_MODE_SPRINGS, JOINT_NO_COLLISIONS, JOINT_ROW_FIELDS, LIMITED, ROWS, STATIC_SIDE,
+                     joint_colouring)
 from .reference_joints import soft
 
 # Work-items per work-group of a joint colour's launch
@@ -29,6 +30,9 @@ def joint_tables(model, substep: float) -> dict[str, np.ndarray]:
     a, b = joints.body_a.astype(np.int32), joints.body_b.astype(np.int32)
     colour_start, order = joint_colouring(a, b)
     modes = sum(joints.mode[:, row].astype(np.int32) << (2 * row) for row in range(ROWS))
+    sprung = ((joints.spring_stiffness > 0) | (joints.spring_damping > 0)).any(axis=1)
+    modes = (modes | np.where(sprung, JOINT_MODE_SPRINGS, 0) | np.where((joints.motor_max_impulse > 0).any(axis=1),
+             JOINT_MODE_MOTORS, 0) | np.where((joints.mode == LIMITED).any(axis=1), JOINT_MODE_LIMITS, 0))
     rows = np.concatenate([getattr(joints, field) for field in JOINT_ROW_FIELDS], axis=1)
     state = np.where(joints.enabled, JOINT_ENABLED, 0) | np.where(joints.disable_collisions, JOINT_NO_COLLISIONS, 0)
     # Blender's threshold is an impulse per Bullet substep: this substep's share (inf: unbreakable)

@@ -62,6 +62,9 @@ JOINT_IMPULSES = ROWS * len(JOINT_IMPULSE_KINDS)
 # The kernels' state bits per joint: Blender's enabled (set by the host, keyable), broken (by the
 # kernels, for good), Blender's disable_collisions (the joined bodies' contacts left out while it holds)
 JOINT_ENABLED, JOINT_BROKEN, JOINT_NO_COLLISIONS = 1, 2, 4
+# The kernels' row modes per joint, two bits a row, and above them whether any row has a spring, a
+# motor or limits (a glue bond has none: its passes skip straight to its locked rows)
+JOINT_MODE_SPRINGS, JOINT_MODE_MOTORS, JOINT_MODE_LIMITS = 1 << 12, 1 << 13, 1 << 14
 
 
 @dataclass
