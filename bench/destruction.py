@@ -3,8 +3,9 @@
     PYTHONPATH=. .venv/bin/python bench/destruction.py --out bench/results/destruction_2000_cpu.json
     PYTHONPATH=. .venv/bin/python bench/destruction.py --bricks-per-course 400 --engines bullet \\
         --out bench/results/destruction_8000_bullet_cpu.json            # the 8,000-brick wall, generated here
-    PYTHONPATH=. python bench/destruction.py --engines ours --device gpu --bricks-per-course 400 \\
-        --out bench/results/destruction_8000_ours_h100.json             # ours only, on the GPU machine
+    PYTHONPATH=. .venv/bin/python bench/destruction.py --bricks-per-course 400 --export-model out/wall8000.pkl
+    python bench/destruction.py --model out/wall8000.pkl --device gpu \\
+        --out bench/results/destruction_8000_ours_h100.json             # ours on the GPU machine (no bpy there)
 
 The scene is the committed sample_scenes/destruction.blend, or a variant generated into out/ when a
 size or --no-ball is given (its generation time goes into the JSON). Every run is a fresh process
@@ -28,7 +29,9 @@ than MOVED from where they started, the debris' spread (the 90th percentile and 
 distance of moved bricks from the wall's line, and the bricks' footprint), and the wrecking ball's
 speed after its hand-off. Each engine runs ``--repeat`` times (default 2: the timings come from
 a shared machine). Writes one JSON with the machine and the commit; ``--engines`` splits the two
-sides between machines (Bullet on a CPU, ours on a GPU), one JSON each.
+sides between machines (Bullet on a CPU, ours on a GPU), one JSON each. The GPU machine has no bpy:
+there ours runs from a model exported where bpy is (``--export-model``, then ``--model``;
+bench/destruction_model.py), the simulation timed, the same figures read from the bodies' poses.
 """
 from __future__ import annotations
 
@@ -335,21 +338,40 @@ def main(argv=None) -> int:
     p.add_argument("--timeout", type=float, default=7200, help="seconds per run")
     p.add_argument("--note", default="")
     p.add_argument("--out", default=str(ROOT / "out" / "destruction.json"))
+    p.add_argument("--export-model", metavar="PKL", help="convert the scene as our bake does and save the core's "
+                   "model for a machine without bpy (bench/destruction_model.py), then stop")
+    p.add_argument("--model", metavar="PKL", help="ours from an exported model, without bpy (the GPU machine)")
     p.add_argument("--worker", nargs=2, metavar=("ENGINE", "BLEND"), help=argparse.SUPPRESS)
     p.add_argument("--worker-save", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
 
     if args.worker:
         engine, blend = args.worker
-        result = (run_bullet(blend, not args.no_keys, args.worker_save) if engine == "bullet"
-                  else run_ours(blend, args.device, args.allow_unglued, args.worker_save))
+        if engine == "model":
+            from bench.destruction_model import run_model
+
+            result = run_model(blend, args.device)
+        elif engine == "bullet":
+            result = run_bullet(blend, not args.no_keys, args.worker_save)
+        else:
+            result = run_ours(blend, args.device, args.allow_unglued, args.worker_save)
         print(RESULT + json.dumps(result), flush=True)
         sys.stderr.flush()
         # bpy crashes at exit after bake_to_keyframes has taken bodies out of a world with constraints
         # (exit code -11, like world_remove's): the result is out, leave without bpy's teardown
         os._exit(0)
 
-    blend, scene_info = generate_variant(args)
+    if args.model:
+        blend, scene_info, args.engines = args.model, {"source": "an exported model", "model": args.model}, ["model"]
+    else:
+        blend, scene_info = generate_variant(args)
+    if args.export_model:
+        from bench.destruction_model import export_model
+
+        Path(args.export_model).parent.mkdir(parents=True, exist_ok=True)
+        print(json.dumps({**scene_info, **export_model(str(Path(blend).resolve()), args.export_model,
+                                                       args.allow_unglued), "model": args.export_model}))
+        return 0
     report = {"benchmark": "bench/destruction.py", "commit": commit(), "host": platform.node(),
               "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "python": platform.python_version(),
               "scene": {**scene_info, "blend": blend, "size_bytes": os.path.getsize(blend)},
@@ -362,7 +384,7 @@ def main(argv=None) -> int:
             child = ["--worker", engine, blend]
             if engine == "bullet" and args.no_keys:
                 child.append("--no-keys")
-            if engine == "ours":
+            if engine in ("ours", "model"):
                 child += (["--device", args.device] if args.device else []) + (
                     ["--allow-unglued"] if args.allow_unglued else [])
             if args.save_baked and rep == 0:
@@ -379,6 +401,8 @@ def main(argv=None) -> int:
                   f"[load {load:.2f}]", flush=True)
         report["runs"][engine] = runs
         report["summary"][engine] = summarize(runs)
+    if "model" in report["runs"]:  # the figures are ours: one key for both ways of running them
+        report["runs"]["ours"], report["summary"]["ours"] = report["runs"].pop("model"), report["summary"].pop("model")
     if {"bullet", "ours"} <= set(report["runs"]):
         bullet, ours = report["summary"]["bullet"], report["summary"]["ours"]
         report["comparison"] = {
