@@ -33,9 +33,9 @@ How the glue is made (``glue``):
   same collections (the scene's and the world's RigidBodyConstraints), with its two bricks and its
   pivot set: the same constraints (tests/blender/test_destruction_scene.py checks that both ways
   give the same pairs, pivots and settings) without a scene update per constraint.
-  Generation of the committed file (2,010 bricks, 5,790 constraints) takes about 15 s on a shared
-  2-core CPU (9 s of it the constraints); the 8,010-brick wall (``--bricks-per-course 400``) about
-  GENERATION_8000.
+  Generation of the committed file (2,010 bricks, 5,790 constraints) takes about 13 s on a shared
+  2-core CPU (2 s of it the constraints), the 8,010-brick wall (``--bricks-per-course 400``, 23,190
+  constraints, 2.9 MB: made by bench/destruction.py, not kept) about 42 s (5 s).
 
 The threshold: ``breaking_threshold`` is an impulse per Bullet substep (10 per frame by default) and
 constraint row. In Bullet the 20-course wall (5 m high, 50 m long) stands under gravity alone at
@@ -150,15 +150,18 @@ def glue_with_copies(bpy, bricks, pairs, threshold: float):
                     if o.rigid_body_constraint.object2 == bricks[first[1]])
     _make_breakable(template, threshold)
     collections = list(template.users_collection)
+    to_link = None
     for i, j in rest:
         copy = template.copy()
+        if to_link is None:  # a constraint's copy joins the world's collection by itself, the scene's not
+            joined = {c.name for c in copy.users_collection}
+            to_link = [c for c in collections if c.name not in joined]
         a, b = bricks[i], bricks[j]
         copy.location = (a.location + b.location) / 2.0
         copy.rigid_body_constraint.object1 = a
         copy.rigid_body_constraint.object2 = b
-        for collection in collections:
-            if copy.name not in collection.objects:  # a constraint's copy joins the world's collection itself
-                collection.objects.link(copy)
+        for collection in to_link:
+            collection.objects.link(copy)
 
 
 def animate_ball(ball, start, velocity, release_frame: int, fps: int) -> None:
