@@ -394,6 +394,10 @@ def main(argv=None) -> int:
             run = _child(child, args.timeout)
             run["load_1min_before"] = load
             runs.append(run)
+            report["runs"][engine] = runs
+            # kept after every run: an 8,000-brick Bullet run with keys takes half an hour
+            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+            Path(args.out).write_text(json.dumps({**report, "partial": True}, indent=2) + "\n")
             r = run["result"]
             print(f"{engine:>6} #{rep}: {run['sim_ms_per_frame']:8.1f} ms/frame, simulation {run['sim_s']:.1f} s, "
                   f"total {run.get('total_s', float('nan')):.1f} s; broken {r.get('fraction_broken', 0):.3f}, "
