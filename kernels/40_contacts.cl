@@ -19,7 +19,7 @@ typedef struct {
     float neighbour_reach2;                  // (diameter + skin)^2: what a neighbour list holds
     __global int *neighbour_count;           // per bucket slot; NEIGHBOUR_SLOTS + 1: overflowed
     __global int *neighbour_list;            // slot-major: entry l of bucket slot s at l * particle_count + s
-    // the joints (64_joints.cl): bodies an intact joint with disable_collisions joins have no contacts
+    // the joints (65_joints.cl): bodies an intact joint with disable_collisions joins have no contacts
     __global const int2 *body_joint_range;   // per body: its first entry in body_joint_list, and its count
     __global const int *body_joint_list;
     __global const int2 *joint_body;

@@ -196,7 +196,7 @@ void integrate_bodies(
 #endif
     if (lane != 0 || b >= body_count) return;
 #if SUBSTEPS_PER_DETECTION > 1 || JOINT_COUNT > 0
-    // the joints' warm and solve passes read the substep's starting pose too (64_joints.cl)
+    // the joints' warm and solve passes read the substep's starting pose too (65_joints.cl)
     start_position[b] = body_position[b];
     start_orientation[b] = body_orientation[b];
 #endif

@@ -313,3 +313,19 @@ inline void solve_pair_point(PairPoint *p, int kind, SolveBody *A, SolveBody *B,
     add_point_impulse(sums, p->arm, arm_b, j);
     move_pair(A, B, p->arm, arm_b, j);
 }
+
+// The joints' buffers as a pass reads them (65_joints.cl solve_joint_colour)
+typedef struct {
+    __global const int *joint_colour_start;
+    __global const int *joint_colour_order;
+    __global const int2 *joint_body;
+    __global const float4 *joint_anchor_a;
+    __global const float4 *joint_anchor_b;
+    __global const float4 *joint_frame_a;
+    __global const float4 *joint_frame_b;
+    __global const int *joint_row_mode;
+    __global const float *joint_rows;
+    __global const int *joint_state;
+    __global float *joint_impulse;
+    float4 joint_soft;
+} JointSolve;

@@ -402,21 +402,7 @@ __kernel void solve_pair_contacts(
     solve_colour_pairs(solve_colour, solve_kind, get_global_id(0), get_global_size(0), ps);
 }
 
-// The joints' part of a pass (64_joints.cl): their buffers, and one colour's joints solved
-typedef struct {
-    __global const int *joint_colour_start;
-    __global const int *joint_colour_order;
-    __global const int2 *joint_body;
-    __global const float4 *joint_anchor_a;
-    __global const float4 *joint_anchor_b;
-    __global const float4 *joint_frame_a;
-    __global const float4 *joint_frame_b;
-    __global const int *joint_row_mode;
-    __global const float *joint_rows;
-    __global const int *joint_state;
-    __global float *joint_impulse;
-    float4 joint_soft;
-} JointSolve;
+// One colour's joints solved in a pass (65_joints.cl)
 
 void solve_joint_colour(const int joint_colour, const int solve_kind, const int first, const int step, JointSolve js,
                         PairSolve ps);

@@ -21,7 +21,7 @@ __kernel void spread_island_quiet(
     __global const int *pair_count,
     __global const float *body_quiet_snapshot,
     __global float *body_quiet,
-    __global const int2 *body_joint_range,   // the joints (64_joints.cl)
+    __global const int2 *body_joint_range,   // the joints (65_joints.cl)
     __global const int *body_joint_list,
     __global const int2 *joint_body,
     __global const int *joint_state)

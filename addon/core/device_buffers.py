@@ -152,7 +152,7 @@ DEVICE_BUFFERS = (
     DeviceBuffer("impact_start_orientation", BODY, 16, solve_only=True),
     DeviceBuffer("pair_bid", BODY, 2 * 4, solve_only=True),
     DeviceBuffer("body_colours", BODY, MAX_PAIR_COLOURS // 8, solve_only=True),
-    # the joints (64_joints.cl; joint_solve.py): the model (bodies, anchors, frames, row modes, the
+    # the joints (65_joints.cl; joint_solve.py): the model (bodies, anchors, frames, row modes, the
     # rows' limits, springs and motors, the breaking impulse), the state bits, the accumulated
     # impulses, the colour order, and per body its joints (first and count in the list, where each joint is under both its bodies)
     # and the wake marks

@@ -1,4 +1,4 @@
-"""The joints' part of OpenCLEngine (kernels/64_joints.cl; the model is core/joints.py, the NumPy
+"""The joints' part of OpenCLEngine (kernels/65_joints.cl; the model is core/joints.py, the NumPy
 specification reference_joints.py): their tables uploaded, their colours' launches in each pass of
 the velocity solve (or their loop in solve_substep_passes), the sleepers they wake before the
 passes, their breaking after them, and what the bake reads back (how many broke, which).
@@ -101,7 +101,7 @@ class JointLaunches:
                 "break_joints": (joints, None)}
 
     def _enqueue_joint_wakes(self, parity):
-        """Before the passes: the sleepers joined to awake bodies woken (64_joints.cl)."""
+        """Before the passes: the sleepers joined to awake bodies woken (65_joints.cl)."""
         if self.joint_count and self.sleep[0] > 0.0:
             for name in ("wake_joined_sleepers", "apply_joint_wakes"):
                 self._enqueue(self._kernels[name][parity], name, *self._work_sizes[name])

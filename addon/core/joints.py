@@ -53,7 +53,7 @@ DEFAULT_BULLET_SUBSTEP = 1.0 / 240.0
 # b2PrepareJoint caps the hertz at a quarter of the substep rate)
 JOINT_HERTZ = 60.0
 JOINT_DAMPING_RATIO = 2.0
-# The kernels' tables per joint (kernels/64_joints.cl, joint_solve.py): the six rows' values of each
+# The kernels' tables per joint (kernels/65_joints.cl, joint_solve.py): the six rows' values of each
 # field, and their accumulated impulses of each kind, field after field
 JOINT_ROW_FIELDS = ("lower", "upper", "spring_stiffness", "spring_damping", "motor_velocity", "motor_max_impulse")
 JOINT_IMPULSE_KINDS = ("locked", "lower", "upper", "spring", "motor")
@@ -277,7 +277,7 @@ def joint_spec(kind, body_a, body_b, pivot, *, orientation=None, axis=None, use_
 
 def joint_colouring(body_a: np.ndarray, body_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The joints in colours that share no dynamic body (the world, STATIC_SIDE, is shared freely),
-    so that a colour's joints are solved side by side (kernels/64_joints.cl) and in the same order
+    so that a colour's joints are solved side by side (kernels/65_joints.cl) and in the same order
     by the reference (reference_joints.py): greedily, each joint in index order taking the lowest
     colour neither of its bodies has yet, as Box2D's constraint graph colours its joints. Joints
     are few beside contacts and fixed for a simulation (they only break), so they are coloured once

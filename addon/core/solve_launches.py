@@ -189,7 +189,7 @@ class SolveLaunches:
         """The solve's launches (62_pair_solve.cl): the warm start, the solve passes and the relax
         passes, at a detection's last substep the restitution passes, each a launch per colour in
         work-groups of PAIRS_PER_GROUP pairs and one of a single work-item for the overflow; the
-        pairs listed and coloured when the contacts were detected. The joints (64_joints.cl) in
+        pairs listed and coloured when the contacts were detected. The joints (65_joints.cl) in
         each pass before the contacts, the sleepers they join to awake bodies woken before the
         passes, and those whose impulse reached their threshold broken after them."""
         if detecting:

@@ -24,7 +24,7 @@ from addon.blender.convert import convert_scene
 from addon.core.joints import FREE as F, LIMITED as M, LOCKED as L
 
 G = 9.81
-# the engines the end-to-end tests bake with: the kernels (64_joints.cl) and their NumPy specification
+# the engines the end-to-end tests bake with: the kernels (65_joints.cl) and their NumPy specification
 ENGINES = ["reference", "opencl"]
 
 

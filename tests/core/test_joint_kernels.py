@@ -1,4 +1,4 @@
-"""The joints in the kernels (kernels/64_joints.cl, core/joint_solve.py) against their NumPy
+"""The joints in the kernels (kernels/65_joints.cl, core/joint_solve.py) against their NumPy
 specification (reference_joints.py): every kind of row (locked, limited, springs, motors) on
 pendulums, chains, sliders and wheels; breaking at Blender's threshold; joined bodies landing on the
 ground with and without their contacts; islands of joined bodies falling asleep; a keyed enabled;
