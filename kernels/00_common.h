@@ -23,6 +23,13 @@ inline bool is_asleep(float quiet, float4 sleep)
     return sleep.x > 0.0f && quiet >= sleep.y;
 }
 
+// A joint takes part (65_joints.cl; the contacts' search and the islands read it too): Blender's
+// enabled, and not broken; state: joint_state's bits (JOINT_* defines, 0 without joints)
+inline bool joint_active(int state)
+{
+    return (state & (JOINT_ENABLED | JOINT_BROKEN)) == JOINT_ENABLED;
+}
+
 // ---------------------------------------------------------------------------------------------
 // small vector helpers
 

@@ -35,8 +35,7 @@ inline bool joined_without_contacts(int a, int b, NeighbourSearch search)
     for (int k = range.x; k < range.x + range.y; ++k) {
         int j = search.body_joint_list[k];
         int state = search.joint_state[j];
-        if ((state & (JOINT_ENABLED | JOINT_BROKEN | JOINT_NO_COLLISIONS)) != (JOINT_ENABLED | JOINT_NO_COLLISIONS))
-            continue;
+        if (!joint_active(state) || !(state & JOINT_NO_COLLISIONS)) continue;
         int2 bodies = search.joint_body[j];
         if (bodies.x == b || bodies.y == b) return true;
     }

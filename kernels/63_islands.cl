@@ -45,7 +45,7 @@ __kernel void spread_island_quiet(
     int2 range = body_joint_range[b];
     for (int k = range.x; k < range.x + range.y; ++k) {
         int j = body_joint_list[k];
-        if ((joint_state[j] & (JOINT_ENABLED | JOINT_BROKEN)) != JOINT_ENABLED) continue;
+        if (!joint_active(joint_state[j])) continue;
         int2 bodies = joint_body[j];
         int other = bodies.x == b ? bodies.y : bodies.x;
         if (other == STATIC_BODY) continue;

@@ -5,9 +5,13 @@
 // elimination, or a FIXED joint's unrolled Cholesky factorisation). core/reference_joints.py
 // _joint_geometry and _solve_joint are their NumPy specification. Defines: see 65_joints.cl.
 
-inline bool joint_active(int state)
+// Row ``row``'s impulse this substep, every kind together (what the warm start applies again and
+// what breaking reads): the locked block's, the spring's, the motor's, the lower limit's less the
+// upper's (joint_impulse's layout)
+inline float row_total_impulse(__global const float *impulse, int row)
 {
-    return (state & (JOINT_ENABLED | JOINT_BROKEN)) == JOINT_ENABLED;
+    return impulse[IMPULSE_LOCKED + row] + impulse[IMPULSE_SPRING + row] + impulse[IMPULSE_MOTOR + row]
+         + impulse[IMPULSE_LOWER + row] - impulse[IMPULSE_UPPER + row];
 }
 
 // A joint's six rows at one pose of its bodies: its coordinates (b's anchor along frame a's axes,

@@ -65,8 +65,7 @@ void solve_joint_colour(const int joint_colour, const int solve_kind, const int 
         float3 impulse_b = (float3)(0.0f), moment_b = (float3)(0.0f);
         if (kind == 0) {
             for (int row = 0; row < 6; ++row) {
-                float total = impulse[IMPULSE_LOCKED + row] + impulse[IMPULSE_SPRING + row] + impulse[IMPULSE_MOTOR + row]
-                            + impulse[IMPULSE_LOWER + row] - impulse[IMPULSE_UPPER + row];
+                float total = row_total_impulse(impulse, row);
                 if (total != 0.0f)
                     apply_row(&r, row, total, &A, &B, &impulse_a, &moment_a, &impulse_b, &moment_b);
             }
@@ -291,11 +290,7 @@ __kernel void break_joints(
     if (!joint_active(state)) return;
     __global float *impulse = joint_impulse + j * JOINT_IMPULSES;
     float largest = 0.0f;
-    for (int row = 0; row < 6; ++row) {
-        float total = impulse[IMPULSE_LOCKED + row] + impulse[IMPULSE_SPRING + row] + impulse[IMPULSE_MOTOR + row]
-                    + impulse[IMPULSE_LOWER + row] - impulse[IMPULSE_UPPER + row];
-        largest = fmax(largest, fabs(total));
-    }
+    for (int row = 0; row < 6; ++row) largest = fmax(largest, fabs(row_total_impulse(impulse, row)));
     if (!(largest >= joint_break_impulse[j])) return;
     joint_state[j] = state | JOINT_BROKEN;
     for (int k = 0; k < JOINT_IMPULSES; ++k) impulse[k] = 0.0f;

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .device_buffers import quat_to_device, round_up, vec4
+from .device_buffers import DEVICE_BUFFERS, quat_to_device, round_up, vec4
 from .joints import (JOINT_BROKEN, JOINT_ENABLED, JOINT_IMPULSES, JOINT_MODE_LIMITS, JOINT_MODE_MOTORS,
                      JOINT_MODE_SPRINGS, JOINT_NO_COLLISIONS, JOINT_ROW_FIELDS, LIMITED, ROWS, STATIC_SIDE,
                      joint_colouring)
@@ -77,11 +77,10 @@ class JointLaunches:
         a, table = self.arguments, self._table_buffer
         count = self.joint_count
         tables = joint_tables(self.model, self.params.substep) if count else {}
-        for name in ("joint_colour_order", "joint_body", "joint_anchor_a", "joint_anchor_b", "joint_frame_a",
-                     "joint_frame_b", "joint_row_mode", "joint_rows", "joint_break_impulse", "joint_state",
-                     "joint_impulse", "body_joint_list", "body_joint_range"):
-            a[name] = table(name, tables.get(name))
-        a["body_joint_wake"] = table("body_joint_wake", np.int32(0))
+        # the table's joints-only rows: the joints' tables; the wake marks (and placeholders) at 0
+        for row in DEVICE_BUFFERS:
+            if row.joints_only:
+                a[row.name] = table(row.name, tables.get(row.name, np.int32(0)))
         colour_start = tables.get("joint_colour_start", np.zeros(1, np.int32))
         a["joint_colour_start"] = self._buffer(colour_start)
         a["broken_joint_total"] = self._buffer(np.zeros(1, np.int32))
