@@ -99,6 +99,8 @@ inline void particle_contacts(ContactParticle own, PairInputs pairs, NeighbourSe
         // are three consecutive buckets, i.e. one run of slots, unless the row wraps around the table
         uint x_mask = (1u << search.grid_bits.x) - 1u;
         uint x_low = (uint)(c.x - 1) & x_mask;
+        // what a candidate is needed within: the list's reach in a rebuild, else the pair's
+        float search_reach2 = rebuild ? fmax(search.neighbour_reach2, pair_reach2) : pair_reach2;
         bool row_is_contiguous = x_low + 2u <= x_mask;
         for (int dz = -1; dz <= 1; ++dz)
         for (int dy = -1; dy <= 1; ++dy)
@@ -118,11 +120,13 @@ inline void particle_contacts(ContactParticle own, PairInputs pairs, NeighbourSe
                 float4 other = search.sorted_position[k];
                 int body_j = as_int(other.w);
                 if (body_j == own.body) continue;  // same rigid body (also skips j == i)
-#if JOINT_COUNT > 0
-                if (body_j != STATIC_BODY && joined_without_contacts(own.body, body_j, search)) continue;
-#endif
                 float3 delta = other.xyz - own.p;
                 float dist2 = dot(delta, delta);
+                if (dist2 >= search_reach2) continue;
+#if JOINT_COUNT > 0
+                // after the distance: most candidates are out of reach, and this walks the body's joints
+                if (body_j != STATIC_BODY && joined_without_contacts(own.body, body_j, search)) continue;
+#endif
                 if (rebuild && dist2 < search.neighbour_reach2) {
                     if (listed < NEIGHBOUR_SLOTS) neighbour[listed * stride] = (int)k;
                     ++listed;
