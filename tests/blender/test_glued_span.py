@@ -154,3 +154,31 @@ def test_the_cli_bakes_the_heavy_block_scene_with_no_role_flags(registered, tmp_
     assert not scene.rigidbody_world.enabled
     ours = heights(scene, [bpy.data.objects[name] for name in names])
     _broken_span(bullet, ours)
+
+
+def test_the_glued_span_bakes_to_instances_as_to_keyframes(registered, tmp_path):
+    """Issue 47's both bake modes: the span hit by the block baked to keyframes, then to instances
+    (its cache beside the saved .blend): the same constraints broken, the same last poses."""
+    from addon.blender import bake_objects, bake_options, rigid_body_world
+    from addon.blender.clear_bake import clear_bakes
+    from addon.blender.job import BakeJob
+
+    scene, _ = span_scene(glued=True, heavy_block=True)
+    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "span.blend"))
+    jobs, results = [], []
+    for mode in ("KEYFRAMES", "INSTANCES"):
+        world = bake_options.read_world(scene)
+        dynamic, static = bake_objects.pick_objects(bpy.context, world=world)
+        job = BakeJob(bpy.context, dynamic, static, bake_options.BakeOptions.from_scene(scene, bake_mode=mode),
+                      world=world)
+        results.append(job.run())
+        jobs.append(job)
+        if mode == "KEYFRAMES":
+            clear_bakes(job.objects)
+            rigid_body_world.restore_world(scene)
+    keyed, instanced = results
+    assert keyed.constraints == instanced.constraints == 7
+    assert instanced.constraints_broken == keyed.constraints_broken > 0
+    assert instanced.cache_object and bpy.data.objects.get(instanced.cache_object) is not None
+    # the instance bake streams its frames to the cache and keeps the last one
+    np.testing.assert_allclose(jobs[1].world_matrices()[-1], jobs[0].world_matrices()[-1], atol=1e-6)
