@@ -473,10 +473,7 @@ __kernel void solve_substep_passes(
         if (kind && sweep_backward) kind |= SOLVE_PASS_BACKWARD;
         // the joints before the contacts (Box2D's order), colour after colour; none in restitution passes
         for (int colour = 0; colour < joint_colour_count && (kind & 3) != 3; ++colour) {
-            // the warm start with its kind a constant, as warm_joint_colour_pass compiles it (65_joints.cl):
-            // the same code, so that both give the same bits
-            if (kind == 0) solve_joint_colour(colour, 0, first, step, js, ps);
-            else solve_joint_colour(colour, kind, first, step, js, ps);
+            solve_joint_colour(colour, kind, first, step, js, ps);
             if (!grid_barrier(grid_sync, groups, &arrived))
                 return;
         }

@@ -109,12 +109,9 @@ class JointLaunches:
         """One pass kind's launches of the joint colours (where the passes are a launch per colour)."""
         if kind & 3 == 3:
             return  # restitution passes solve no joints
-        # the warm start has a kernel of its own: compiled with its kind known, it leaves out the
-        # solve's blocks, which made it twice as slow on a CPU (Intel's runtime: 2.26 -> 1.34 ms a pass
-        # over the glued wall's 5,790 joints)
-        name = "warm_joint_colour_pass" if kind & 3 == 0 else "solve_joint_colour_pass"
         for colour, (global_size, local_size) in enumerate(self._joint_colour_sizes):
-            self._enqueue(self._colour_kernel(name, colour, kind, parity), name, global_size, local_size)
+            self._enqueue(self._colour_kernel("solve_joint_colour_pass", colour, kind, parity),
+                          "solve_joint_colour_pass", global_size, local_size)
 
     def _enqueue_break_joints(self, parity):
         if self.joint_count:

@@ -78,7 +78,7 @@ STAGES = (
     # the joints' colours (functions solve_substep_passes calls, or a launch per colour), the
     # sleepers they wake before the passes, their breaking after them (joint_solve.py)
     Stage("64_joint_rows.cl"),  # a joint's rows and its locked block: functions 65_joints.cl calls
-    Stage("65_joints.cl", ("warm_joint_colour_pass", "solve_joint_colour_pass", "wake_joined_sleepers", "apply_joint_wakes", "break_joints")),
+    Stage("65_joints.cl", ("solve_joint_colour_pass", "wake_joined_sleepers", "apply_joint_wakes", "break_joints")),
     # if solving, the substep's last: fast bodies swept and put back at their impacts (impacts.py)
     Stage("70_impacts.cl", ("sweep_fast_particles", "stop_at_impacts")),
 )
