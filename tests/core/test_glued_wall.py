@@ -23,12 +23,20 @@ def brick_centres(courses: int, per_course: int) -> np.ndarray:
 
 def touching_pairs(centres: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(a, b, shared face area) of every pair of bricks that share a face with an area: end to end
-    in a course, or overlapping along x between neighbouring courses."""
-    dx = np.abs(centres[:, None, 0] - centres[None, :, 0])
-    dz = np.abs(centres[:, None, 2] - centres[None, :, 2])
-    a, b = np.nonzero(np.triu(((dz < 1e-6) & np.isclose(dx, BRICK[0])) |
-                              (np.isclose(dz, BRICK[2]) & (dx < BRICK[0] - 1e-6)), k=1))
-    area = np.where(np.isclose(dz[a, b], 0.0), BRICK[1] * BRICK[2], (BRICK[0] - dx[a, b]) * BRICK[1])
+    in a course, or overlapping along x between neighbouring courses. Pairs are only looked for
+    within a course and its neighbour (10,000 bricks at once would be a 10^8 matrix)."""
+    courses = np.round(centres[:, 2] / BRICK[2] - 0.5).astype(int)
+    found = []
+    for course in range(courses.max() + 1):
+        here = np.flatnonzero(courses == course)
+        for other, dz in ((here, 0.0), (np.flatnonzero(courses == course + 1), BRICK[2])):
+            dx = np.abs(centres[here, None, 0] - centres[None, other, 0])
+            touch = np.isclose(dx, BRICK[0]) if dz == 0.0 else dx < BRICK[0] - 1e-6
+            i, j = np.nonzero(touch)
+            keep = here[i] < other[j]
+            area = BRICK[1] * BRICK[2] if dz == 0.0 else (BRICK[0] - dx[i, j]) * BRICK[1]
+            found.append((here[i][keep], other[j][keep], np.broadcast_to(area, i.shape)[keep]))
+    a, b, area = (np.concatenate(parts) for parts in zip(*found))
     return a, b, area
 
 
