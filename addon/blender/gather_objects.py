@@ -10,7 +10,7 @@ import numpy as np
 from . import instancers
 from ..core.glue import GlueSettings
 from ..core.settings import ROLE_IGNORED, ObjectSettings
-from .glue_bodies import object_glue
+from .glue_bodies import collections_of_objects, object_glue
 from .scene_objects import ConversionError, first_non_finite, object_settings, world_matrices
 
 
@@ -73,7 +73,9 @@ def gather_objects(dynamic_objects, static_objects, settings_of=None) -> Gathere
 
     def items(pairs, glued):
         matrices = world_matrices([obj for obj, _ in pairs])
-        return [SceneItem(obj.name, obj, settings, matrices[i], glue=object_glue(obj) if glued else GlueSettings())
+        collections = collections_of_objects([obj for obj, _ in pairs]) if glued else {}
+        return [SceneItem(obj.name, obj, settings, matrices[i],
+                          glue=object_glue(obj, collections[obj.as_pointer()]) if glued else GlueSettings())
                 for i, (obj, settings) in enumerate(pairs)]
 
     return GatheredObjects(items(dynamic, True), items(static, False), skipped)
