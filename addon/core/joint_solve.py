@@ -15,7 +15,7 @@ import numpy as np
 from .device_buffers import DEVICE_BUFFERS, quat_to_device, round_up, vec4
 from .joints import (JOINT_BROKEN, JOINT_ENABLED, JOINT_IMPULSES, JOINT_MODE_LIMITS, JOINT_MODE_MOTORS,
                      JOINT_MODE_SPRINGS, JOINT_NO_COLLISIONS, JOINT_ROW_FIELDS, LIMITED, ROWS, STATIC_SIDE,
-                     joint_colouring)
+                     joint_colouring, joint_hertz)
 from .reference_joints import soft
 
 # Work-items per work-group of a joint colour's launch
@@ -88,7 +88,7 @@ class JointLaunches:
         # each colour's launch (work-items taking one joint each)
         self._joint_colour_sizes = [((round_up(int(n), JOINTS_PER_GROUP),), (JOINTS_PER_GROUP,))
                                     for n in np.diff(colour_start)]
-        hertz = min(self.model.joints.hertz, 0.25 / self.params.substep) if count else 0.0
+        hertz = joint_hertz(self.model.joints, self.params.substep) if count else 0.0
         damping_ratio = self.model.joints.damping_ratio if count else 0.0
         a.update(joint_count=np.int32(count), joint_colour_count=np.int32(self.joint_colour_count),
                  joint_soft=np.array([*soft(hertz, damping_ratio, self.params.substep), 0.0], dtype=np.float32))

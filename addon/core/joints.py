@@ -53,6 +53,12 @@ DEFAULT_BULLET_SUBSTEP = 1.0 / 240.0
 # b2PrepareJoint caps the hertz at a quarter of the substep rate)
 JOINT_HERTZ = 60.0
 JOINT_DAMPING_RATIO = 2.0
+JOINT_HERTZ_CAP = 0.25  # of the substep rate
+
+
+def joint_hertz(joints, substep: float) -> float:
+    """The locked and limit rows' soft step frequency at a substep: the model's, capped."""
+    return min(joints.hertz, JOINT_HERTZ_CAP / substep)
 # The kernels' tables per joint (kernels/65_joints.cl, joint_solve.py): the six rows' values of each
 # field, and their accumulated impulses of each kind, field after field
 JOINT_ROW_FIELDS = ("lower", "upper", "spring_stiffness", "spring_damping", "motor_velocity", "motor_max_impulse")

@@ -56,7 +56,7 @@ import math
 
 import numpy as np
 
-from .joints import LIMITED, LOCKED, ROWS, joint_colouring
+from .joints import LIMITED, LOCKED, ROWS, joint_colouring, joint_hertz
 from .rotations import quaternion_to_matrix
 
 
@@ -324,7 +324,7 @@ class ReferenceJoints:
                 old = self.joint_motor_impulse[k, row]
                 self.joint_motor_impulse[k, row] = min(max(old - cdot / k_row, -cap), cap)
                 apply(jacobian[row], self.joint_motor_impulse[k, row] - old)
-            hertz = min(joints.hertz, 0.25 / h)
+            hertz = joint_hertz(joints, h)
             bias_rate, mass_scale, impulse_scale = soft(hertz, joints.damping_ratio, h)
             # limits, one-sided (Box2D's revolute and prismatic limits)
             for row in np.flatnonzero(mode == LIMITED):
