@@ -49,16 +49,22 @@ FREE, LOCKED, LIMITED = 0, 1, 2
 ROWS = 6  # linear x, y, z along frame a's axes, then the XYZ Euler angles of frame b in frame a
 # Blender's default world: 24 fps, 10 substeps per frame
 DEFAULT_BULLET_SUBSTEP = 1.0 / 240.0
-# Box2D v3's constraint softness for joints (b2DefaultJointDef: constraintHertz 60, damping ratio 2;
-# b2PrepareJoint caps the hertz at a quarter of the substep rate)
-JOINT_HERTZ = 60.0
+# The locked and limit rows' softness: Box2D v3's soft step (damping ratio 2, b2DefaultJointDef) at
+# this fraction of the substep rate. Box2D's own (60 Hz, capped at a quarter of the substep rate: 60 Hz
+# at Blender's 240 Hz substeps) is softer than Bullet's rigid rows: a hanging 10-link FIXED chain
+# sagged 6.9 mm against Bullet's 3.9 mm, and the destruction scene's ball broke 16 of the wall's bonds
+# against Bullet's 48 and stopped in it. At 0.35 (84 Hz): 3.5 mm, 49 bonds, and the ball goes
+# through. At 0.5 and above one solve pass and one relax pass no longer settle a stiff chain: a
+# standing glued wall rings and shakes 41 % of its bonds apart (docs/experiments/joint-stiffness.md).
+JOINT_HERTZ_FRACTION = 0.35
 JOINT_DAMPING_RATIO = 2.0
-JOINT_HERTZ_CAP = 0.25  # of the substep rate
 
 
 def joint_hertz(joints, substep: float) -> float:
-    """The locked and limit rows' soft step frequency at a substep: the model's, capped."""
-    return min(joints.hertz, JOINT_HERTZ_CAP / substep)
+    """The locked and limit rows' soft step frequency at a substep."""
+    return joints.hertz_fraction / substep
+
+
 # The kernels' tables per joint (kernels/65_joints.cl, joint_solve.py): the six rows' values of each
 # field, and their accumulated impulses of each kind, field after field
 JOINT_ROW_FIELDS = ("lower", "upper", "spring_stiffness", "spring_damping", "motor_velocity", "motor_max_impulse")
@@ -96,7 +102,7 @@ class JointModel:
     disable_collisions: np.ndarray  # (J,) bool
     enabled: np.ndarray  # (J,) bool (Blender's ``enabled``: a disabled joint does nothing)
     bullet_substep: float = DEFAULT_BULLET_SUBSTEP  # s, 1 / (fps x substeps_per_frame)
-    hertz: float = JOINT_HERTZ  # the locked and limit rows' soft step (Box2D's constraintHertz)
+    hertz_fraction: float = JOINT_HERTZ_FRACTION  # the locked and limit rows' soft step, of the substep rate
     damping_ratio: float = JOINT_DAMPING_RATIO
 
     @property
@@ -213,17 +219,18 @@ def fixed_joint_model(body_a, body_b, pivot, breaking_threshold, body_position: 
 
 def concatenate_joints(models) -> JointModel | None:
     """One JointModel of the joints of ``models`` (None entries left out) in their order; None when
-    there are none. They must share bullet_substep, hertz and damping ratio (one world's)."""
+    there are none. They must share bullet_substep, hertz_fraction and damping ratio (one world's)."""
     models = [m for m in models if m is not None]
     if not models:
         return None
     first = models[0]
     for m in models[1:]:
-        if (m.bullet_substep, m.hertz, m.damping_ratio) != (first.bullet_substep, first.hertz, first.damping_ratio):
+        if (m.bullet_substep, m.hertz_fraction, m.damping_ratio) != (first.bullet_substep, first.hertz_fraction,
+                                                                  first.damping_ratio):
             raise ValueError("joints of one model must share their Bullet substep and softness")
     arrays = {f.name: np.concatenate([getattr(m, f.name) for m in models])
               for f in fields(JointModel) if isinstance(getattr(first, f.name), np.ndarray)}
-    return JointModel(**arrays, bullet_substep=first.bullet_substep, hertz=first.hertz,
+    return JointModel(**arrays, bullet_substep=first.bullet_substep, hertz_fraction=first.hertz_fraction,
                       damping_ratio=first.damping_ratio)
 
 

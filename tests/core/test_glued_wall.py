@@ -97,7 +97,7 @@ def run(model, seconds: float):
 def test_a_glued_wall_stands_under_gravity(glue):
     model, _ = wall(6, 10, glue)
     engine, moved = run(model, 1.0)
-    # no bond breaks; the courses settle on the soft joints (Box2D's 60 Hz) by millimetres
+    # no bond breaks; the courses settle on the soft joints (0.35 of the substep rate) by millimetres
     assert engine.broken_joint_count == 0
     assert moved.max() < 0.01, moved.max()
 
