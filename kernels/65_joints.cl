@@ -195,6 +195,7 @@ inline void joint_colour_pass(const int joint_colour, const int solve_kind, cons
 // warm start with its kind a constant, so that it is compiled apart from the solve's blocks (on a CPU,
 // Intel's runtime, 2.26 -> 1.35 ms a pass over the glued wall's 5,790 joints), and in the same code
 // for both launches, which give the same bits
+__attribute__((noinline))
 void solve_joint_colour(const int joint_colour, const int solve_kind, const int first, const int step, JointSolve js,
                         PairSolve ps)
 {
