@@ -50,7 +50,7 @@ import numpy as np
 
 from .colliders import closest_point_on_triangle
 from .model import STATIC_BODY
-from .rotations import quaternion_to_matrix
+from .rotations import quaternion_to_matrix, vector_cross
 from .voxel_corners import SUPPORT_SPHERE_REACH, sphere_patch_support
 
 # A body that moves more than this per detection (radii, its centre's travel plus its extent times
@@ -107,7 +107,7 @@ def triangle_entry_time(p0, p1, a, b, c, radius, sphere0=None, sphere1=None):
     sphere0, sphere1: the voxel's support sphere at the start and at the end (its centre less the
     particle's, world, and its radius; None: none), whose reach towards the plane beyond a radius
     (support_lift) is taken off its heights."""
-    normal = np.cross(b - a, c - a)
+    normal = vector_cross(b - a, c - a)
     length = np.linalg.norm(normal)
     if length <= 0.0:
         return 1.0

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .rotations import vector_cross
+
 MANIFOLD_NORMAL_COSINE = 0.95
 MANIFOLD_PECKING = 0.95
 # groups of one pair beyond this keep all their records (none seen in piles: a face, an edge)
@@ -113,7 +115,7 @@ def reduce_manifold(normals, points, depths, limit, radius) -> list[int]:
             ba = b - a
 
             def area(t):
-                return n @ np.cross(ba, points[t] - a)
+                return n @ vector_cross(ba, points[t] - a)
             t = _best(open_(), lambda t: abs(area(t)), tolerance2)
             if t is not None:
                 sign = -1.0 if area(t) < 0.0 else 1.0
@@ -123,8 +125,8 @@ def reduce_manifold(normals, points, depths, limit, radius) -> list[int]:
                     # 4: the most area added outside the triangle abc
                     def added(t):
                         p = points[t]
-                        return max(sign * (n @ np.cross(p - a, ba)), sign * (n @ np.cross(p - b, c - b)),
-                                   sign * (n @ np.cross(p - c, a - c)))
+                        return max(sign * (n @ vector_cross(p - a, ba)), sign * (n @ vector_cross(p - b, c - b)),
+                                   sign * (n @ vector_cross(p - c, a - c)))
                     t = _best(open_(), added, tolerance2)
                     if t is not None:
                         chosen.append(t)

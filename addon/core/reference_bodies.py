@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .kinematic import turn_quaternion
-from .rotations import quaternion_multiply
+from .rotations import quaternion_multiply, vector_cross
 from .settings import ROTATION_SWEEPS
 
 
@@ -87,7 +87,7 @@ class ReferenceBodies:
         momentum = self._rotation(b).T @ self.L[b]
         midpoint = momentum
         for _ in range(ROTATION_SWEEPS):
-            midpoint = momentum - 0.5 * substep * np.cross(inv_inertia @ midpoint, midpoint)
+            midpoint = momentum - 0.5 * substep * vector_cross(inv_inertia @ midpoint, midpoint)
         half_turn = 0.5 * substep * inv_inertia @ midpoint
         dq = np.concatenate([[1.0], half_turn]) / np.sqrt(1.0 + half_turn @ half_turn)
         q = quaternion_multiply(self.q[b], dq)

@@ -7,7 +7,7 @@ import numpy as np
 
 from .colliders import DUPLICATE_POINT_TOLERANCE, FACE_REGION, closest_point_on_triangle
 from .model import STATIC_BODY
-from .rotations import quaternion_to_matrix, rotate_by_vector
+from .rotations import quaternion_to_matrix, rotate_by_vector, vector_cross
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, ROLLING_REGULARIZATION,
                        SPECULATIVE_REACH, TURNING_ANCHOR, WAKE_PASSES)
 from .voxel_corners import FACE_LIKE_COSINE, voxel_support
@@ -74,8 +74,8 @@ class ReferenceContacts:
         scale = min(1.0, DAMPING_LIMIT * m_share / (damping * pr.substep)) if damping > 0 else 1.0
         damping *= scale
         damping_t = scale * 2 * zeta * np.sqrt(m_eff * pr.tangential_stiffness)
-        vc_i = vel_i + np.cross(omega_i, arm)
-        vc_j = vel_j + np.cross(omega_j, -arm)
+        vc_i = vel_i + vector_cross(omega_i, arm)
+        vc_j = vel_j + vector_cross(omega_j, -arm)
         v_rel = vc_i - vc_j
         vn = v_rel @ n
         fn = pr.stiffness * overlap + damping * vn
@@ -150,7 +150,7 @@ class ReferenceContacts:
         if slot is not None:
             slots_out[0][slot] = key
             slots_out[1][slot] = xi
-        return force, np.cross(arm, force) + couple, slot  # the normal force's couple is zero for arm || n
+        return force, vector_cross(arm, force) + couple, slot  # the normal force's couple is zero for arm || n
 
     def _voxel_pair(self, i, j, pos, vel, state, asleep, slots_in, permitted_in, slots_out, touched_next, force,
                     torque):
@@ -162,7 +162,7 @@ class ReferenceContacts:
         frames = [self._rotation(body) @ quaternion_to_matrix(m.body_lattice_orientation[body]) for body in (b, bj)]
         swapped = b > bj
         # the voxel centres' velocities (the speculative margin's growth)
-        centre_i, centre_j = (state.velocity[body] + np.cross(state.angular_velocity[body], pos[p] - self.x[body])
+        centre_i, centre_j = (state.velocity[body] + vector_cross(state.angular_velocity[body], pos[p] - self.x[body])
                               for body, p in ((b, i), (bj, j)))
         if swapped:
             contact = voxel_pair(pos[j], frames[1], self.faces[j], pos[i], frames[0], self.faces[i], m.particle_radius,
@@ -177,14 +177,14 @@ class ReferenceContacts:
             n = -n
         arm = point - pos[i]
         omega_i, omega_j = state.angular_velocity[b], state.angular_velocity[bj]
-        point_velocity_j = state.velocity[bj] + np.cross(omega_j, point - self.x[bj])
+        point_velocity_j = state.velocity[bj] + vector_cross(omega_j, point - self.x[bj])
         # contact_law takes j's side as a centre moving with -arm; the point is j's at point - pos[j]
-        vel_j = point_velocity_j + np.cross(omega_j, arm)
+        vel_j = point_velocity_j + vector_cross(omega_j, arm)
         # push-out (34_voxel_pairs.cl voxel_pair_contact): how deep the pair's spring may push grows from
         # the birth depth by the closing speed plus PUSH_OUT_SPEED per second (not while parting faster)
         slot = self._history_slot(slots_in[0], j)
         permitted = self.params.push_out_birth_depth if slot is None else permitted_in[slot]
-        closing = (vel[i] + np.cross(omega_i, arm) - point_velocity_j) @ n
+        closing = (vel[i] + vector_cross(omega_i, arm) - point_velocity_j) @ n
         parting_fast = -closing > PUSH_OUT_SPEED
         permitted += (max(closing, 0.0) + (0.0 if parting_fast else PUSH_OUT_SPEED)) * self.params.substep
         law_depth = depth
@@ -312,7 +312,7 @@ class ReferenceContacts:
                 point = pos[i] + 0.5 * dist * n
                 self._record(i, slot, slots_in, j, n, bj, offset_world[i] + 0.5 * dist * n, 2 * r - dist,
                              point - self.x[bj] if bj != STATIC_BODY else zero, 1.0, self._particle_material(j),
-                             (vel[i] + np.cross(omega_i, 0.5 * dist * n) - vel[j]) @ n)
+                             (vel[i] + vector_cross(omega_i, 0.5 * dist * n) - vel[j]) @ n)
             force[i] += f
             torque[i] += t
         lattice = self._rotation(b) @ quaternion_to_matrix(m.body_lattice_orientation[b])
@@ -326,13 +326,13 @@ class ReferenceContacts:
                         if self.solving else None)
             depth, arm = voxel_support(-m.plane_normal[g], reach, lattice, r, sphere, u_turned)
             if height < depth + self.margin * r + self._plane_speculative_growth(
-                    (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g]):
+                    (vel[i] + vector_cross(omega_i, arm)) @ -m.plane_normal[g]):
                 f, t, slot = self._contact(i, plane_key(g), -m.plane_normal[g], arm, depth - height, vel[i],
                                            omega_i, zero, zero, m.plane_material[g], None, slots_in, slots_out)
                 if slot is not None:
                     self._record(i, slot, slots_in, plane_key(g), -m.plane_normal[g], STATIC_BODY,
                                  offset_world[i] + arm, depth - height, zero, 1.0, m.plane_material[g],
-                                 (vel[i] + np.cross(omega_i, arm)) @ -m.plane_normal[g])
+                                 (vel[i] + vector_cross(omega_i, arm)) @ -m.plane_normal[g])
                 force[i] += f
                 torque[i] += t
         self._triangle_contacts(i, pos[i], vel[i], omega_i, reach, lattice, sphere, slots_in, slots_out, force,
@@ -373,7 +373,7 @@ class ReferenceContacts:
                 # normal (right over the edge between two triangles of a flat floor)
                 face_like = pass_ == 0
                 if not face_like:
-                    normal = np.cross(vertices[tri[1]] - vertices[tri[0]], vertices[tri[2]] - vertices[tri[0]])
+                    normal = vector_cross(vertices[tri[1]] - vertices[tri[0]], vertices[tri[2]] - vertices[tri[0]])
                     face_like = abs(n @ normal) >= FACE_LIKE_COSINE * np.linalg.norm(normal) > 0
                 depth, arm = voxel_support(n, reach, lattice, r, sphere) if face_like else (r, r * n)
                 # a face within reach claims a voxel with a support sphere, touching or not (no
@@ -384,7 +384,7 @@ class ReferenceContacts:
                     continue
                 v_tri = bary @ velocities[tri]
                 if dist >= depth + self.margin * r + self._collider_speculative_growth(
-                        (vel_i + np.cross(omega_i, arm) - v_tri) @ n):
+                        (vel_i + vector_cross(omega_i, arm) - v_tri) @ n):
                     continue
                 if pass_ == 1:
                     if any(np.linalg.norm(e - q) < DUPLICATE_POINT_TOLERANCE * r for e in edge_points):
@@ -398,6 +398,6 @@ class ReferenceContacts:
                 if slot is not None:
                     self._record(i, slot, slots_in, -2 - m.plane_count - int(t), n, STATIC_BODY, offset_i + arm,
                                  depth - dist, v_tri, 1.0, m.triangle_material[t],
-                                 (vel_i + np.cross(omega_i, arm) - v_tri) @ n)
+                                 (vel_i + vector_cross(omega_i, arm) - v_tri) @ n)
                 force[i] += f
                 torque[i] += tq

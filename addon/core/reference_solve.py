@@ -7,7 +7,7 @@ import numpy as np
 
 from .manifold import MANIFOLD_POINTS, manifold_group, manifold_groups, reduce_manifold
 from .pair_colouring import SPARE_COLOUR_ROUNDS, colour_pairs, grown_max_pairs, list_pairs
-from .rotations import quaternion_multiply, quaternion_to_matrix
+from .rotations import quaternion_multiply, quaternion_to_matrix, vector_cross
 from .settings import IMPACT_SPEED, SUPPORT_COSINE, SUPPORT_MASS_RATIO
 
 
@@ -43,7 +43,7 @@ class ReferenceSolve:
         if b < 0 or self.held[b]:
             return 0.0
         rot = self._rotation(b)
-        c = np.cross(arm, u)
+        c = vector_cross(arm, u)
         inverse = 1.0 / self.model.body_mass[b] + c @ (rot @ self.model.body_inv_inertia_local[b] @ rot.T @ c)
         return self._support_scale(b) * inverse
 
@@ -80,8 +80,8 @@ class ReferenceSolve:
         pr = self.params
         slop = pr.solve_slop
         bias_rate, soft_mass_scale = (0.0, 1.0) if rigid else (pr.solve_bias_rate, pr.solve_mass_scale)
-        v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
-        vn = (velocity[b] + np.cross(omega[b], arm_i) - v_j) @ n
+        v_j = velocity[other] + vector_cross(omega[other], arm_j) if other >= 0 else arm_j
+        vn = (velocity[b] + vector_cross(omega[b], arm_i) - v_j) @ n
         allowed = (slop - depth) / pr.substep
         mass_scale, impulse_scale = 1.0, 0.0
         if kind != "relax" and allowed < 0.0 and soft_mass_scale < 1.0:
@@ -99,8 +99,8 @@ class ReferenceSolve:
         restitution times that speed; any other point stops closing (as in a relax pass), so the
         bodies under a struck one hold while it rebounds. Rigid; the accumulated impulse >= 0."""
         n, other, arm_i, depth, arm_j, share, _, restitution, impact, _, normal, _, carried, _ = record
-        v_j = velocity[other] + np.cross(omega[other], arm_j) if other >= 0 else arm_j
-        vn = (velocity[b] + np.cross(omega[b], arm_i) - v_j) @ n
+        v_j = velocity[other] + vector_cross(omega[other], arm_j) if other >= 0 else arm_j
+        vn = (velocity[b] + vector_cross(omega[b], arm_i) - v_j) @ n
         if impact > IMPACT_SPEED and carried > 0.0 and restitution > 0.0:
             allowed = -restitution * impact
         else:
@@ -279,8 +279,8 @@ class ReferenceSolve:
                         record[12] = max(record[12], new_normal)  # the most it carried since its detection
                         self.new_history_impulse[i, slot] = [*new_tangential, new_normal]
                     impulse += j
-                    moment_b += np.cross(arm_i, j)
-                    moment_c -= np.cross(arm_j, j)
+                    moment_b += vector_cross(arm_i, j)
+                    moment_c -= vector_cross(arm_j, j)
                     if kind != "warm":
                         self._move_pair(b, c, arm_i, arm_j, j, velocity, omega)
                 # Box2D's order: the normals in every pass, friction after them when relaxing
@@ -307,11 +307,11 @@ class ReferenceSolve:
         scale_b, scale_c = self._support_scale(b), self._support_scale(c)
         if not self.held[b]:
             velocity[b] = velocity[b] + scale_b * j / m.body_mass[b]
-        omega[b] = omega[b] + scale_b * self._inverse_inertia(b) @ np.cross(arm_i, j)
+        omega[b] = omega[b] + scale_b * self._inverse_inertia(b) @ vector_cross(arm_i, j)
         if c >= 0:
             if not self.held[c]:
                 velocity[c] = velocity[c] - scale_c * j / m.body_mass[c]
-            omega[c] = omega[c] - scale_c * self._inverse_inertia(c) @ np.cross(arm_j, j)
+            omega[c] = omega[c] - scale_c * self._inverse_inertia(c) @ vector_cross(arm_j, j)
 
     def _centre_friction(self, b, c, listed, velocity, omega):
         """Box3D's friction of each manifold of a pair (a group of normals, core.manifold) at its
@@ -333,11 +333,11 @@ class ReferenceSolve:
             load = sum(record[10] for _, record in members)
             mu = members[0][1][6]
             held = sum((record[9] for _, record in members), np.zeros(3))
-            twist = sum(n @ np.cross(d, record[9]) for d, (_, record) in zip(offsets, members))
+            twist = sum(n @ vector_cross(d, record[9]) for d, (_, record) in zip(offsets, members))
             spread = sum(d @ d for d in offsets)
             twist_limit = mu * sum(np.linalg.norm(d) * record[10] for d, (_, record) in zip(offsets, members))
-            v_c = velocity[c] + np.cross(omega[c], centre_c) if c >= 0 else centre_c
-            v_rel = velocity[b] + np.cross(omega[b], centre_b) - v_c
+            v_c = velocity[c] + vector_cross(omega[c], centre_c) if c >= 0 else centre_c
+            v_rel = velocity[b] + vector_cross(omega[b], centre_b) - v_c
             v_t = v_rel - (v_rel @ n) * n
             slip = np.linalg.norm(v_t)
             if slip > 1e-9:
@@ -354,12 +354,12 @@ class ReferenceSolve:
                 w_rel = n @ (omega[b] - omega[c]) if c >= 0 else n @ omega[b]
                 twist = min(max(twist - w_rel / k_w, -twist_limit), twist_limit)
             for d, (i, record) in zip(offsets, members):
-                tangential = held / len(members) + (twist / spread * np.cross(n, d) if spread > 0.0 else 0.0)
+                tangential = held / len(members) + (twist / spread * vector_cross(n, d) if spread > 0.0 else 0.0)
                 j = tangential - record[9]
                 record[9] = tangential
                 self.new_history_impulse[i, record[11]] = [*tangential, record[10]]
                 total += j
-                moment_b += np.cross(record[2], j)
-                moment_c -= np.cross(record[4], j)
+                moment_b += vector_cross(record[2], j)
+                moment_c -= vector_cross(record[4], j)
                 self._move_pair(b, c, record[2], record[4], j, velocity, omega)
         return total, moment_b, moment_c

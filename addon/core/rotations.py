@@ -19,6 +19,13 @@ import numpy as np
 def quaternion_to_matrix(q) -> np.ndarray:
     """Rotation matrix of unit quaternion(s) (w, x, y, z); (..., 4) -> (..., 3, 3) (seed eq. 5.11)."""
     q = np.asarray(q, dtype=np.float64)
+    if q.shape == (4,):
+        # one quaternion in Python floats: the same products and sums as the stacked path, to the
+        # bit, at a fifth of its cost (the reference engine turns one body at a time)
+        w, x, y, z = q.tolist()
+        return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+                         [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+                         [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
     w, x, y, z = np.moveaxis(q, -1, 0)
     m = np.empty(q.shape[:-1] + (3, 3))
     m[..., 0, 0] = 1 - 2 * (y * y + z * z)
@@ -31,6 +38,18 @@ def quaternion_to_matrix(q) -> np.ndarray:
     m[..., 2, 1] = 2 * (y * z + w * x)
     m[..., 2, 2] = 1 - 2 * (x * x + y * y)
     return m
+
+
+def vector_cross(a, b) -> np.ndarray:
+    """a x b of two 3-vectors with np.cross's bits (each component one rounded product less another,
+    as numpy computes it) at a tenth of its cost on a single pair, which is how the reference
+    engine takes them; anything but two float64 3-vectors is np.cross's."""
+    if (type(a) is np.ndarray and type(b) is np.ndarray and a.shape == (3,) and b.shape == (3,)
+            and a.dtype == np.float64 and b.dtype == np.float64):
+        a0, a1, a2 = a.tolist()
+        b0, b1, b2 = b.tolist()
+        return np.array([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0])
+    return np.cross(a, b)
 
 
 def normalized_quaternion_matrices(q) -> np.ndarray:
@@ -103,7 +122,7 @@ def rotate_by_vector(v, t) -> np.ndarray:
     if angle < 1e-12:
         return v
     k = t / angle
-    return v * math.cos(angle) + np.cross(k, v) * math.sin(angle) + k * (k @ v) * (1.0 - math.cos(angle))
+    return v * math.cos(angle) + vector_cross(k, v) * math.sin(angle) + k * (k @ v) * (1.0 - math.cos(angle))
 
 
 def pose_matrices(positions, orientations, com_local, matrix_world_start) -> np.ndarray:

@@ -28,7 +28,7 @@ import math
 import numpy as np
 
 from .model import STATIC_BODY, Model
-from .rotations import quaternion_to_matrix
+from .rotations import quaternion_to_matrix, vector_cross
 
 # Two voxels touch corner to corner with centres 2 sqrt(3) r apart: the pair reach, in radii.
 VOXEL_PAIR_REACH = 2.0 * math.sqrt(3.0)
@@ -125,28 +125,33 @@ def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r, margin=0.0, dv=N
     # along it, from the 3x3 products of the two lattices' axes (34_voxel_pairs.cl voxel_pair, where
     # this took a PoCL call from 152 to 86 ns against fifteen generic axes)
     R = frame_i.T @ frame_j
-    AR = np.abs(R)
     ad, bd = frame_i.T @ d, frame_j.T @ d
     av, bv = (frame_i.T @ dv, frame_j.T @ dv) if dv is not None else (np.zeros(3), np.zeros(3))
+    # the axes' arithmetic in Python floats: numpy's on single elements, each product, sum (left
+    # to right, as numpy sums three) and abs rounded alike, at a fraction of the cost per element
+    Rl = R.tolist()
+    AR = [[abs(x) for x in row] for row in Rl]
+    ad_l, bd_l, av_l, bv_l = ad.tolist(), bd.tolist(), av.tolist(), bv.tolist()
     best = math.inf
     found = None
     for k in range(15):
         if k < 3:
-            reach_i, reach_j, along, moving = r, r * AR[k].sum(), ad[k], av[k]
+            row = AR[k]
+            reach_i, reach_j, along, moving = r, r * (row[0] + row[1] + row[2]), ad_l[k], av_l[k]
         elif k < 6:
             m = k - 3
-            reach_i, reach_j, along, moving = r * AR[:, m].sum(), r, bd[m], bv[m]
+            reach_i, reach_j, along, moving = r * (AR[0][m] + AR[1][m] + AR[2][m]), r, bd_l[m], bv_l[m]
         else:
             a, b = divmod(k - 6, 3)
             a1, a2, b1, b2 = (a + 1) % 3, (a + 2) % 3, (b + 1) % 3, (b + 2) % 3
-            length = math.sqrt(max(1.0 - R[a, b] * R[a, b], 0.0))  # |A_a x B_b|
+            length = math.sqrt(max(1.0 - Rl[a][b] * Rl[a][b], 0.0))  # |A_a x B_b|
             if length < PARALLEL_EDGES:
                 continue
             # (A_a x B_b) . A_n and . B_n are +-R's entries of the other two axes
-            reach_i = r * (AR[a1, b] + AR[a2, b]) / length
-            reach_j = r * (AR[a, b1] + AR[a, b2]) / length
-            along = (R[a1, b] * ad[a2] - R[a2, b] * ad[a1]) / length
-            moving = (R[a1, b] * av[a2] - R[a2, b] * av[a1]) / length
+            reach_i = r * (AR[a1][b] + AR[a2][b]) / length
+            reach_j = r * (AR[a][b1] + AR[a][b2]) / length
+            along = (Rl[a1][b] * ad_l[a2] - Rl[a2][b] * ad_l[a1]) / length
+            moving = (Rl[a1][b] * av_l[a2] - Rl[a2][b] * av_l[a1]) / length
         overlap = reach_i + reach_j - abs(along)
         swept = overlap
         if growth is not None:
@@ -161,7 +166,7 @@ def voxel_pair(p_i, frame_i, faces_i, p_j, frame_j, faces_j, r, margin=0.0, dv=N
         elif k < 6:
             axis = frame_j[:, k - 3]
         else:
-            axis = np.cross(frame_i[:, (k - 6) // 3], frame_j[:, (k - 6) % 3])
+            axis = vector_cross(frame_i[:, (k - 6) // 3], frame_j[:, (k - 6) % 3])
             axis = axis / np.linalg.norm(axis)
         oriented = axis if along >= 0.0 else -axis
         if not (_presses_on_exposed_faces(oriented, frame_i, faces_i)
