@@ -325,7 +325,8 @@ typedef struct {
     __global const float4 *joint_frame_b;
     __global const int *joint_row_mode;
     __global const float *joint_rows;
-    __global const int *joint_state;
+    __global int *joint_state;  // JOINT_AT_THRESHOLD set by the passes
     __global float *joint_impulse;
+    __global const float *joint_break_impulse;  // each row's most a substep (Bullet's clamp); inf: none
     float4 joint_soft;
 } JointSolve;

@@ -454,8 +454,9 @@ __kernel void solve_substep_passes(
     __global const float4 *joint_frame_b,
     __global const int *joint_row_mode,
     __global const float *joint_rows,
-    __global const int *joint_state,
+    __global int *joint_state,
     __global float *joint_impulse,
+    __global const float *joint_break_impulse,
     const float4 joint_soft)
 {
     PairSolve ps = {max_pairs, history_stride, substep, solve_constants, colour_start, colour_pairs, body_impact,
@@ -464,7 +465,8 @@ __kernel void solve_substep_passes(
                     history_impulse_out, start_position, start_orientation, detect_position,
                     detect_orientation};
     JointSolve js = {joint_colour_start, joint_colour_order, joint_body, joint_anchor_a, joint_anchor_b, joint_frame_a,
-                     joint_frame_b, joint_row_mode, joint_rows, joint_state, joint_impulse, joint_soft};
+                     joint_frame_b, joint_row_mode, joint_rows, joint_state, joint_impulse, joint_break_impulse,
+                     joint_soft};
     int first = get_global_id(0), step = get_global_size(0), groups = get_num_groups(0);
     int passes = 1 + solve_passes + relax_passes + restitution_passes;
     volatile __local int arrived;  // grid_barrier's word to the group: every group arrived

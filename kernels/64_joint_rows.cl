@@ -177,12 +177,28 @@ inline bool solve_six(float K[6][6], float rhs[6], float x[6])
     return true;
 }
 
+// A row's accumulated impulse *stored plus lambda, kept within +-limit (Bullet's breaking: convertJoint
+// clamps each row's impulse to the threshold, and a row held there breaks its joint, so a joint that
+// breaks passes on no more than the threshold in its last substep; inf: unbreakable). Sets *reached
+// where it held the row. Returns the change to apply: lambda itself, to the bit, within the limit.
+inline float limited_change(__global float *stored, float lambda, float limit, bool *reached)
+{
+    float old = *stored, now = old + lambda;
+    if (fabs(now) > limit) {
+        now = copysign(limit, now);
+        lambda = now - old;
+        *reached = true;
+    }
+    *stored = now;
+    return lambda;
+}
+
 // A FIXED joint's six locked rows as one block, each row's index a constant of the unrolled loops (a
 // CPU keeps the rows in registers; with the row read from rows[] they are private memory): as the
 // general block below, by Cholesky's factorisation; false, nothing changed, where a pivot vanishes
 inline bool fixed_block(JointRows *r, __global const float *values, __global float *impulse, bool use_bias,
-                        float4 soft, SolveBody *A, SolveBody *B, float3 *impulse_a, float3 *moment_a,
-                        float3 *impulse_b, float3 *moment_b)
+                        float4 soft, float limit, bool *reached, SolveBody *A, SolveBody *B, float3 *impulse_a,
+                        float3 *moment_a,                        float3 *impulse_b, float3 *moment_b)
 {
     float3 mv_a[6], mw_a[6], mv_b[6], mw_b[6];
     float K[6][6], rhs[6], x[6];
@@ -207,7 +223,7 @@ inline bool fixed_block(JointRows *r, __global const float *values, __global flo
     #pragma unroll
     for (int i = 0; i < 6; ++i) {
         float lambda = -scale * x[i] - forget * impulse[IMPULSE_LOCKED + i];
-        impulse[IMPULSE_LOCKED + i] += lambda;
+        lambda = limited_change(&impulse[IMPULSE_LOCKED + i], lambda, limit, reached);
         *impulse_a += r->lin_a[i] * lambda;
         *moment_a += r->ang_a[i] * lambda;
         *impulse_b += r->lin_b[i] * lambda;

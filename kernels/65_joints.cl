@@ -7,9 +7,10 @@
 // maths: 64_joint_rows.cl.
 // Also here: the sleepers a joint joins to an awake body woken before the passes, and the joints
 // whose impulse reached their breaking threshold broken after them (for good; the next detection
-// rebuilds the neighbour lists so that their bodies' contacts come back).
+// rebuilds the neighbour lists so that their bodies' contacts come back). As Bullet's, no row takes
+// more than the threshold in a substep, and a row held there (JOINT_AT_THRESHOLD) breaks its joint.
 // Defines (joint_solve.py joint_defines): JOINT_COUNT (0: none, the joints' parts of the search, the
-// islands and the passes compiled out), the state bits JOINT_ENABLED, JOINT_BROKEN,
+// islands and the passes compiled out), the state bits JOINT_ENABLED, JOINT_BROKEN, JOINT_AT_THRESHOLD,
 // JOINT_NO_COLLISIONS, the row modes ROW_LOCKED and ROW_LIMITED (two bits per row in
 // joint_row_mode), joint_rows' layout (JOINT_ROW_VALUES per joint, ROW_LOWER, ROW_UPPER,
 // ROW_SPRING_STIFFNESS, ROW_SPRING_DAMPING, ROW_MOTOR_VELOCITY, ROW_MOTOR_MAX_IMPULSE: six each) and
@@ -61,6 +62,10 @@ inline void joint_colour_pass(const int joint_colour, const int solve_kind, cons
         __global float *impulse = js.joint_impulse + j * JOINT_IMPULSES;
         __global const float *values = js.joint_rows + j * JOINT_ROW_VALUES;
         int modes = js.joint_row_mode[j];
+        // Bullet's breaking: no row applies more than the threshold in a substep (convertJoint clamps
+        // each row's limits to it), and a row held at it breaks the joint after the passes
+        float limit = js.joint_break_impulse[j];
+        bool reached = false;
         float3 impulse_a = (float3)(0.0f), moment_a = (float3)(0.0f);
         float3 impulse_b = (float3)(0.0f), moment_b = (float3)(0.0f);
         if (kind == 0) {
@@ -94,7 +99,7 @@ inline void joint_colour_pass(const int joint_colour, const int solve_kind, cons
                     float cdot = row_velocity(&r, row, &A, &B);
                     float lambda = -(a2 / (1.0f + a2)) / k_row * (cdot + bias)
                                  - impulse[IMPULSE_SPRING + row] / (1.0f + a2);
-                    impulse[IMPULSE_SPRING + row] += lambda;
+                    lambda = limited_change(&impulse[IMPULSE_SPRING + row], lambda, limit, &reached);
                     apply_row(&r, row, lambda, &A, &B, &impulse_a, &moment_a, &impulse_b, &moment_b);
                 }
             }
@@ -107,6 +112,10 @@ inline void joint_colour_pass(const int joint_colour, const int solve_kind, cons
                 float cdot = row_velocity(&r, row, &A, &B) - values[ROW_MOTOR_VELOCITY + row];
                 float old = impulse[IMPULSE_MOTOR + row];
                 float now = clamp(old - cdot / k_row, -cap, cap);
+                if (fabs(now) > limit) {
+                    now = copysign(limit, now);
+                    reached = true;
+                }
                 impulse[IMPULSE_MOTOR + row] = now;
                 apply_row(&r, row, now - old, &A, &B, &impulse_a, &moment_a, &impulse_b, &moment_b);
             }
@@ -132,6 +141,10 @@ inline void joint_colour_pass(const int joint_colour, const int solve_kind, cons
                     float cdot = sign * row_velocity(&r, row, &A, &B);
                     float old = impulse[stored];
                     float now = fmax(old - scale / k_row * (cdot + bias) - forget * old, 0.0f);
+                    if (now > limit) {
+                        now = limit;
+                        reached = true;
+                    }
                     impulse[stored] = now;
                     apply_row(&r, row, sign * (now - old), &A, &B, &impulse_a, &moment_a, &impulse_b, &moment_b);
                 }
@@ -141,8 +154,8 @@ inline void joint_colour_pass(const int joint_colour, const int solve_kind, cons
             int rows[6], n = 0;
             for (int row = 0; row < 6; ++row)
                 if (((modes >> (2 * row)) & 3) == ROW_LOCKED) rows[n++] = row;
-            if (n == 6 && fixed_block(&r, values, impulse, use_bias, soft, &A, &B, &impulse_a, &moment_a, &impulse_b,
-                                      &moment_b)) {
+            if (n == 6 && fixed_block(&r, values, impulse, use_bias, soft, limit, &reached, &A, &B, &impulse_a,
+                                      &moment_a, &impulse_b, &moment_b)) {
                 // a FIXED joint (glue): solved with its rows known at compile time
             } else if (n > 0) {
                 float3 mv_a[6], mw_a[6], mv_b[6], mw_b[6];
@@ -167,7 +180,7 @@ inline void joint_colour_pass(const int joint_colour, const int solve_kind, cons
                 for (int i = 0; i < n; ++i) {
                     int row = rows[i];
                     float lambda = -scale * x[i] - forget * impulse[IMPULSE_LOCKED + row];
-                    impulse[IMPULSE_LOCKED + row] += lambda;
+                    lambda = limited_change(&impulse[IMPULSE_LOCKED + row], lambda, limit, &reached);
                     impulse_a += r.lin_a[row] * lambda;
                     moment_a += r.ang_a[row] * lambda;
                     impulse_b += r.lin_b[row] * lambda;
@@ -179,6 +192,7 @@ inline void joint_colour_pass(const int joint_colour, const int solve_kind, cons
                 }
             }
         }
+        if (reached) js.joint_state[j] = state | JOINT_AT_THRESHOLD;  // breaks after the passes
         bool move = kind < 2;  // relax: velocities only
         if (!a_held)
             change_body_momenta(found_a, impulse_a, moment_a, h, move, ps.body_inv_inertia, ps.body_position,
@@ -216,8 +230,9 @@ __kernel void solve_joint_colour_pass(
     __global const float4 *joint_frame_b,
     __global const int *joint_row_mode,
     __global const float *joint_rows,
-    __global const int *joint_state,
+    __global int *joint_state,
     __global float *joint_impulse,
+    __global const float *joint_break_impulse,
     const float4 joint_soft,
     const float substep,
     const float4 sleep,
@@ -234,7 +249,8 @@ __kernel void solve_joint_colour_pass(
     __global const float4 *start_orientation)
 {
     JointSolve js = {joint_colour_start, joint_colour_order, joint_body, joint_anchor_a, joint_anchor_b, joint_frame_a,
-                     joint_frame_b, joint_row_mode, joint_rows, joint_state, joint_impulse, joint_soft};
+                     joint_frame_b, joint_row_mode, joint_rows, joint_state, joint_impulse, joint_break_impulse,
+                     joint_soft};
     PairSolve ps;
     ps.substep = substep;
     ps.sleep = sleep;
@@ -303,7 +319,7 @@ __kernel void break_joints(
     __global float *impulse = joint_impulse + j * JOINT_IMPULSES;
     float largest = 0.0f;
     for (int row = 0; row < 6; ++row) largest = fmax(largest, fabs(row_total_impulse(impulse, row)));
-    if (!(largest >= joint_break_impulse[j])) return;
+    if (!(largest >= joint_break_impulse[j]) && !(state & JOINT_AT_THRESHOLD)) return;
     joint_state[j] = state | JOINT_BROKEN;
     for (int k = 0; k < JOINT_IMPULSES; ++k) impulse[k] = 0.0f;
     atomic_inc(broken_joint_total);

@@ -21,12 +21,13 @@ SLIDER and PISTON slide along its x, MOTOR drives along and about its x.
 
 Units as Blender's, read by Bullet: ``breaking_threshold`` is an impulse per Bullet substep (1 / (scene
 fps x world substeps_per_frame) seconds: ``JointModel.bullet_substep``) and constraint row
-(btSequentialImpulseConstraintSolver disables a constraint when one row's applied impulse reaches
-it). The solver scales it to its own substep, so a steady load breaks a joint where it broke
-Bullet's: when force x bullet_substep reaches the threshold. A motor's ``max_impulse``, despite its
-name, is a force (N) or torque (N m): Blender stores it in Bullet's m_maxMotorForce, which
-btGeneric6DofConstraint caps per substep at m_maxMotorForce / fps, so it does not depend on the
-substeps.
+(btSequentialImpulseConstraintSolver clamps each row's impulse to it and disables a constraint when
+one row's applied impulse reaches it). The solver scales it to its own substep and does the same, so
+a steady load breaks a joint where it broke Bullet's, when force x bullet_substep reaches the
+threshold, and a joint that breaks under an impact passes on no more than the threshold. A motor's
+``max_impulse``, despite its name, is a force (N) or torque (N m): Blender stores it in Bullet's
+m_maxMotorForce, which btGeneric6DofConstraint caps per substep at m_maxMotorForce / fps, so it does
+not depend on the substeps.
 
 Body b may be STATIC_BODY (-1): the world (a passive object or an empty); its frame is then given in
 world space. ``disable_collisions`` (Blender's default on) skips the contacts of the joint's two
@@ -72,8 +73,9 @@ JOINT_IMPULSE_KINDS = ("locked", "lower", "upper", "spring", "motor")
 JOINT_ROW_VALUES = ROWS * len(JOINT_ROW_FIELDS)
 JOINT_IMPULSES = ROWS * len(JOINT_IMPULSE_KINDS)
 # The kernels' state bits per joint: Blender's enabled (set by the host, keyable), broken (by the
-# kernels, for good), Blender's disable_collisions (the joined bodies' contacts left out while it holds)
-JOINT_ENABLED, JOINT_BROKEN, JOINT_NO_COLLISIONS = 1, 2, 4
+# kernels, for good), Blender's disable_collisions (the joined bodies' contacts left out while it
+# holds), a row held at the breaking threshold in this substep's passes (it breaks after them)
+JOINT_ENABLED, JOINT_BROKEN, JOINT_NO_COLLISIONS, JOINT_AT_THRESHOLD = 1, 2, 4, 8
 # The kernels' row modes per joint, two bits a row, and above them whether any row has a spring, a
 # motor or limits (a glue bond has none: its passes skip straight to its locked rows)
 JOINT_MODE_SPRINGS, JOINT_MODE_MOTORS, JOINT_MODE_LIMITS = 1 << 12, 1 << 13, 1 << 14

@@ -28,9 +28,9 @@ from .manifold import (MANIFOLD_DEPTH_BAND, MANIFOLD_GROUPS, MANIFOLD_NORMAL_COS
                        MANIFOLD_POINTS, MANIFOLD_TOLERANCE)
 from .impacts import (IMPACT_CLOSING, IMPACT_DEPTH, IMPACT_DISTANCE, IMPACT_MOTION, MAX_IMPACT_SAMPLES,
                       TRIANGLE_IMPACT_DEPTH, TRIANGLE_IMPACT_DISTANCE)
-from .joints import (JOINT_BROKEN, JOINT_ENABLED, JOINT_IMPULSE_KINDS, JOINT_IMPULSES, JOINT_MODE_LIMITS,
-                     JOINT_MODE_MOTORS, JOINT_MODE_SPRINGS, JOINT_NO_COLLISIONS, JOINT_ROW_FIELDS, JOINT_ROW_VALUES,
-                     LIMITED, LOCKED, ROWS)
+from .joints import (JOINT_AT_THRESHOLD, JOINT_BROKEN, JOINT_ENABLED, JOINT_IMPULSE_KINDS, JOINT_IMPULSES,
+                     JOINT_MODE_LIMITS, JOINT_MODE_MOTORS, JOINT_MODE_SPRINGS, JOINT_NO_COLLISIONS, JOINT_ROW_FIELDS,
+                     JOINT_ROW_VALUES, LIMITED, LOCKED, ROWS)
 from .model import STATIC_BODY
 from .pair_colouring import MAX_PAIR_COLOURS, OVERFLOW_PAIRS, PAIR_COLOUR_COUNTS
 from .settings import (COLLIDER_SPECULATIVE_REACH, DAMPING_LIMIT, FRICTION_SLOTS, IMPACT_SPEED,
@@ -285,6 +285,7 @@ def joint_defines(joint_count: int) -> tuple[Define, ...]:
         Define("JOINT_ENABLED", JOINT_ENABLED, "joint_state bit: Blender's enabled"),
         Define("JOINT_BROKEN", JOINT_BROKEN, "joint_state bit: broken for good"),
         Define("JOINT_NO_COLLISIONS", JOINT_NO_COLLISIONS, "joint_state bit: Blender's disable_collisions"),
+        Define("JOINT_AT_THRESHOLD", JOINT_AT_THRESHOLD, "joint_state bit: a row held at the breaking threshold"),
         Define("ROW_LOCKED", LOCKED, "a row's mode: held (joints.LOCKED)"),
         Define("ROW_LIMITED", LIMITED, "a row's mode: between limits (joints.LIMITED)"),
         Define("JOINT_MODE_SPRINGS", JOINT_MODE_SPRINGS, "joint_row_mode bit: some row has a spring"),

@@ -32,10 +32,14 @@ written with k and c instead of hertz and ratio), motors (clamped accumulated im
 (one-sided, speculative when open as Box2D's: bias = C / h), then the LOCKED rows together as one
 block (K = J M^-1 J^T solved, as Box2D's point and weld blocks: a FIXED joint is exact in one pass).
 
-Breaking (Blender's meaning, which is Bullet's: btSequentialImpulseConstraintSolver disables a
-constraint whose row applied an impulse of at least breaking_threshold in one Bullet substep): after
-the substep's passes each row's accumulated impulse, scaled from this substep to Bullet's
-(JointModel.bullet_substep), is compared with the threshold. A broken joint stays broken, takes part
+Breaking (Blender's meaning, which is Bullet's: btSequentialImpulseConstraintSolver clamps each row's
+impulse to breaking_threshold in one Bullet substep and disables a constraint whose row reached it):
+in every pass each row's accumulated impulse is kept within the threshold scaled from Bullet's
+substep to this one (JointModel.bullet_substep), so that a bond passes on no more than that before
+it breaks, and a row held there marks its joint; after the passes a marked joint breaks, as does one
+whose row's impulse reached the threshold. Without the clamp the struck bonds of a glued wall passed
+the impact on as far as 25 m before they broke, and the whole wall slid back with the ball's
+momentum (docs/experiments/impact-breaking.md). A broken joint stays broken, takes part
 in nothing more (its bodies' contacts come back) and is counted (``broken_joint_count``;
 ``joint_broken_substep`` says when).
 
@@ -97,6 +101,17 @@ def _unit(v):
     return v / n if n > 1e-12 else v
 
 
+def _limited(old, impulse, limit):
+    """(the accumulated impulse old + impulse kept within +-limit, the change to apply, whether it was
+    held): Bullet's breaking, which clamps each row's impulse to the threshold (inf: unbreakable);
+    the change is ``impulse`` itself, to the bit, within the limit."""
+    now = old + impulse
+    if abs(now) > limit:
+        now = math.copysign(limit, now)
+        return now, now - old, True
+    return now, impulse, False
+
+
 class ReferenceJoints:
     """ReferenceEngine's joints (a mixin: needs its model, parameters and state; before
     ReferenceContacts and ReferenceBodies in the bases, as it filters their pairs and islands)."""
@@ -117,6 +132,7 @@ class ReferenceJoints:
         # ``enabled``) changes it; the Model itself is never changed
         self.joint_enabled = joints.enabled.copy() if count else np.zeros(0, dtype=bool)
         self.joint_broken = np.zeros(count, dtype=bool)
+        self.joint_at_threshold = np.zeros(count, dtype=bool)  # a row held at the threshold this substep
         self.joint_broken_substep = np.full(count, -1, dtype=np.int64)  # the substep it broke in
         self.broken_joint_count = 0
         if count:  # each side's frame as a matrix in its body's frame (the world's for a static side)
@@ -280,6 +296,9 @@ class ReferenceJoints:
             return  # both sides held
         velocity_before = velocity.copy()
         use_bias = kind == "solve"
+        # Bullet's breaking: no row applies more than the threshold in a substep (convertJoint clamps
+        # each row's limits to it), and a row held at it breaks the joint after the passes
+        limit = joints.breaking_threshold[k] * h / joints.bullet_substep
         coordinates, jacobian = self._joint_geometry(k, moved=kind not in ("warm", "solve"))
         generalized = np.zeros(12)  # the pass's impulses on (a, b) as J^T lambda
 
@@ -313,7 +332,9 @@ class ReferenceJoints:
                 bias = stiffness / (damping + h * stiffness) * stretch[row]
                 cdot = jacobian[row] @ velocity
                 impulse = -(a2 / (1 + a2)) / k_row * (cdot + bias) - self.joint_spring_impulse[k, row] / (1 + a2)
-                self.joint_spring_impulse[k, row] += impulse
+                self.joint_spring_impulse[k, row], impulse, held = _limited(self.joint_spring_impulse[k, row], impulse,
+                                                                            limit)
+                self.joint_at_threshold[k] |= held
                 apply(jacobian[row], impulse)
             # motors: the target relative velocity, the accumulated impulse capped
             for row in np.flatnonzero(joints.motor_max_impulse[k] > 0):
@@ -323,7 +344,11 @@ class ReferenceJoints:
                 cap = joints.motor_max_impulse[k, row] * h  # a force in effect (core.joints)
                 cdot = jacobian[row] @ velocity - joints.motor_velocity[k, row]
                 old = self.joint_motor_impulse[k, row]
-                self.joint_motor_impulse[k, row] = min(max(old - cdot / k_row, -cap), cap)
+                now = min(max(old - cdot / k_row, -cap), cap)
+                if abs(now) > limit:
+                    now = math.copysign(limit, now)
+                    self.joint_at_threshold[k] = True
+                self.joint_motor_impulse[k, row] = now
                 apply(jacobian[row], self.joint_motor_impulse[k, row] - old)
             hertz = joint_hertz(joints, h)
             bias_rate, mass_scale, impulse_scale = soft(hertz, joints.damping_ratio, h)
@@ -343,6 +368,9 @@ class ReferenceJoints:
                     old = stored[k, row]
                     impulse = -scale / k_row * (cdot + bias) - forget * old
                     stored[k, row] = max(old + impulse, 0.0)
+                    if stored[k, row] > limit:
+                        stored[k, row] = limit
+                        self.joint_at_threshold[k] = True
                     apply(jacobian[row], sign * (stored[k, row] - old))
             # the LOCKED rows as one block
             locked = np.flatnonzero(mode == LOCKED)
@@ -357,7 +385,10 @@ class ReferenceJoints:
                 # a held side or a body of too few particles may leave the block singular
                 solved = np.linalg.lstsq(block, cdot + bias, rcond=1e-12)[0]
                 impulse = -scale * solved - forget * self.joint_impulse[k, locked]
-                self.joint_impulse[k, locked] += impulse
+                for i, row in enumerate(locked):
+                    self.joint_impulse[k, row], impulse[i], held = _limited(self.joint_impulse[k, row], impulse[i],
+                                                                            limit)
+                    self.joint_at_threshold[k] |= held
                 apply(rows, impulse)
         move = kind in ("warm", "solve")
         for side, body in enumerate(bodies):
@@ -375,7 +406,9 @@ class ReferenceJoints:
         total = (self.joint_impulse + self.joint_spring_impulse + self.joint_motor_impulse
                  + self.joint_lower_impulse - self.joint_upper_impulse)
         per_bullet_substep = np.abs(total).max(axis=1) * joints.bullet_substep / self.params.substep
-        breaking = (per_bullet_substep >= joints.breaking_threshold) & ~self.joint_broken & self.joint_enabled
+        breaking = ((per_bullet_substep >= joints.breaking_threshold) | self.joint_at_threshold) & ~self.joint_broken \
+            & self.joint_enabled
+        self.joint_at_threshold[:] = False
         if breaking.any():
             self.joint_broken |= breaking
             self.joint_broken_substep[breaking] = self.substeps_done

@@ -120,9 +120,10 @@ def test_the_span_without_glue_falls_as_in_bullet(registered):
 def _broken_span(bullet: np.ndarray, ours: np.ndarray):
     """The block lands on the fourth piece: in both the glue breaks and that piece falls with the block,
     more than 2 m by the last frame. Beside each other (printed): Bullet breaks that piece's two
-    constraints alone and the rest of the span holds; our soft joints (84 Hz at its 240 Hz substeps) build
-    the bending along the whole span and break it at the pillars too, so that all of it falls (the known
-    difference, docs/performance.md "Destruction")."""
+    constraints alone and the rest of the span holds; ours breaks them too, then the falling piece,
+    whose contacts with its neighbours come back with its joints gone, drags them down and the span
+    breaks at the pillars as well, so that all of it falls (the known difference,
+    docs/experiments/impact-breaking.md)."""
     print("drop at the last frame, Bullet:", (3.0 - bullet[-1]).round(3).tolist())
     print("drop at the last frame, ours:  ", (3.0 - ours[-1]).round(3).tolist())
     for heights_at_end in (bullet[-1], ours[-1]):

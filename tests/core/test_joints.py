@@ -157,6 +157,32 @@ def test_breaking_threshold_is_blenders(substeps_per_frame):
     assert not broke_high and count_high == 0 and abs(z_high + 0.2) < 1e-3
 
 
+@pytest.mark.parametrize("engine_kind", ["reference", "opencl"])
+def test_a_breaking_joint_passes_on_no_more_than_its_threshold(engine_kind):
+    """Bullet's rule (btSequentialImpulseConstraintSolver clamps each row's impulse to the breaking
+    threshold, and a row held there breaks): a 2 kg block moving at 5 m/s on a FIXED joint to the
+    world whose threshold is a tenth of what stopping it takes breaks in the first substep, having
+    taken no more than the threshold off its momentum; an unbreakable joint stops it."""
+    from addon.core.opencl_engine import OpenCLEngine
+
+    mass, speed = 2.0, 5.0
+    outcomes = []
+    for threshold in (0.1 * mass * speed, None):
+        b = ModelBuilder(R)
+        body = small_body(b, (0.0, 0.0, 0.0), mass=mass, velocity=(speed, 0.0, 0.0))
+        b.add_joint("FIXED", body, -1, (0.0, 0.0, 0.0), breaking_threshold=threshold)
+        settings = SimulationSettings(gravity=(0.0, 0.0, 0.0), sleep_time=0.0)
+        e = (ReferenceEngine if engine_kind == "reference" else OpenCLEngine)(b.finalize(), settings)
+        e.step(1)
+        assert e.params.substep == pytest.approx(b.bullet_substep)  # the threshold applies as it is
+        outcomes.append((int(e.broken_joint_count), float(e.body_state().velocity[0, 0])))
+    (broken, kept_speed), (unbroken, stopped_speed) = outcomes
+    assert broken == 1 and unbroken == 0
+    # the joint took exactly the threshold (0.5 N s of the block's 10) before it broke
+    assert kept_speed == pytest.approx(speed - 0.1 * speed, rel=1e-4)
+    assert abs(stopped_speed) < 0.05 * speed
+
+
 def test_motor_reaches_its_speed():
     """A MOTOR to the world turns a free block (no gravity) at its target about the frame's x; a
     small max impulse accelerates it as Bullet's does, as a torque (m_maxMotorForce / fps per substep)."""
