@@ -279,8 +279,13 @@ def test_a_keyed_enabled_is_read_per_frame_and_lets_go_where_bullet_does(registe
     bullet = heights(scene, block, 12)
     bake(backend)
     ours = heights(scene, block, 12)
-    assert np.abs(ours[:4] - 2.75).max() < 1e-3 and bullet[4] < 2.745
-    assert np.abs(ours - bullet).max() < 0.01, (bullet, ours)
+    assert np.abs(ours[:4] - 2.75).max() < 1e-3 and bullet[4] < 2.745 and ours[4] < 2.745
+    # once let go it falls freely: each frame's drop grows by g / fps^2
+    growth = np.diff(ours[4:], 2)
+    assert np.abs(-growth / (9.81 / scene.render.fps ** 2) - 1.0).max() < 0.02, growth
+    # Bullet in bpy 4.2 lets go a substep later in some runs of the whole suite (measured: 2.74234 m
+    # at frame 5 instead of 2.74064, the same build; ours 2.74060 in both), 1.35 cm apart by frame 12
+    assert np.abs(ours - bullet).max() < 0.02, (bullet, ours)
 
 
 REFUSED = {
