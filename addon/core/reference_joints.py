@@ -62,7 +62,7 @@ import math
 import numpy as np
 
 from .joints import LIMITED, LOCKED, ROWS, joint_colouring, joint_hertz
-from .rotations import quaternion_to_matrix
+from .rotations import quaternion_to_matrix, vector_cross
 
 
 def soft(hertz: float, zeta: float, h: float) -> tuple[float, float, float]:
@@ -81,19 +81,6 @@ def euler_xyz(relative: np.ndarray) -> np.ndarray:
     return np.array([math.atan2(-relative[1, 2], relative[2, 2]),
                      math.asin(min(max(relative[0, 2], -1.0), 1.0)),
                      math.atan2(-relative[0, 1], relative[0, 0])])
-
-
-def _cross(u, v):
-    """u x v of two 3-vectors (np.cross costs ten times as much on one pair)."""
-    return np.array([u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]])
-
-
-def _matrix(q):
-    """The rotation matrix of one unit quaternion (w, x, y, z) (rotations.quaternion_to_matrix, for one)."""
-    w, x, y, z = q
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
 
 
 def _unit(v):
@@ -241,11 +228,11 @@ class ReferenceJoints:
         x, q = (self.x, self.q) if moved else (self.x_start, self.q_start)
         a, b = joints.body_a[k], joints.body_b[k]
         local_a, local_b = self.joint_frame_matrices[0][k], self.joint_frame_matrices[1][k]
-        rot_a = _matrix(q[a])
+        rot_a = quaternion_to_matrix(q[a])
         arm_a = rot_a @ joints.anchor_a[k]
         frame_a = rot_a @ local_a
         if b >= 0:
-            rot_b = _matrix(q[b])
+            rot_b = quaternion_to_matrix(q[b])
             arm_b = rot_b @ joints.anchor_b[k]
             point_b = x[b] + arm_b
             frame_b = rot_b @ local_b
@@ -259,14 +246,14 @@ class ReferenceJoints:
         reach_a = arm_a + d  # a's arm to b's anchor (Box2D's prismatic joint)
         for row in range(3):
             e = frame_a[:, row]
-            jacobian[row] = np.concatenate([-e, -_cross(reach_a, e), e, _cross(arm_b, e)])
+            jacobian[row] = np.concatenate([-e, -vector_cross(reach_a, e), e, vector_cross(arm_b, e)])
         # each angle's rate: the relative spin w_b - w_a = x' u0 + y' u1 + z' u2 on the Euler axes
         # (a's x, a's y turned by x, b's z), so x' = w . (u1 x u2) / D, y' = w . u1, z' = w . (u0 x u1) / D
         # with D = u0 . (u1 x u2) = cos y: the dual basis (Bullet's 6-DOF constrains the same rates)
         u0, u2 = frame_a[:, 0], frame_b[:, 2]
-        u1 = _unit(_cross(u2, u0))
-        inverse_d = 1.0 / max(float(u0 @ _cross(u1, u2)), 1e-3)
-        axes = (_cross(u1, u2) * inverse_d, u1, _cross(u0, u1) * inverse_d)
+        u1 = _unit(vector_cross(u2, u0))
+        inverse_d = 1.0 / max(float(u0 @ vector_cross(u1, u2)), 1e-3)
+        axes = (vector_cross(u1, u2) * inverse_d, u1, vector_cross(u0, u1) * inverse_d)
         for row, axis in enumerate(axes):
             jacobian[3 + row, 3:6], jacobian[3 + row, 9:12] = -axis, axis
         return coordinates, jacobian
@@ -283,7 +270,7 @@ class ReferenceJoints:
         for side, body in enumerate(bodies):
             if body < 0:
                 continue
-            rot = _matrix(self.q[body])
+            rot = quaternion_to_matrix(self.q[body])
             inverse_inertia = rot @ m.body_inv_inertia_local[body] @ rot.T
             if not self.held[body]:
                 inverse[6 * side:6 * side + 3, 6 * side:6 * side + 3] = np.eye(3) / m.body_mass[body]
