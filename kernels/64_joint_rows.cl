@@ -198,7 +198,7 @@ inline float limited_change(__global float *stored, float lambda, float limit, b
 // general block below, by Cholesky's factorisation; false, nothing changed, where a pivot vanishes
 inline bool fixed_block(JointRows *r, __global const float *values, __global float *impulse, bool use_bias,
                         float4 soft, float limit, bool *reached, SolveBody *A, SolveBody *B, float3 *impulse_a,
-                        float3 *moment_a,                        float3 *impulse_b, float3 *moment_b)
+                        float3 *moment_a, float3 *impulse_b, float3 *moment_b)
 {
     float3 mv_a[6], mw_a[6], mv_b[6], mw_b[6];
     float K[6][6], rhs[6], x[6];

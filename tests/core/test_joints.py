@@ -8,6 +8,7 @@ import pytest
 
 from addon.core import ModelBuilder, SimulationSettings
 from addon.core.joints import joint_hertz, joint_rows
+from addon.core.opencl_engine import OpenCLEngine
 from addon.core.reference import ReferenceEngine
 from addon.core.shapes import box_particles, cube_particles
 
@@ -163,8 +164,6 @@ def test_a_breaking_joint_passes_on_no_more_than_its_threshold(engine_kind):
     threshold, and a row held there breaks): a 2 kg block moving at 5 m/s on a FIXED joint to the
     world whose threshold is a tenth of what stopping it takes breaks in the first substep, having
     taken no more than the threshold off its momentum; an unbreakable joint stops it."""
-    from addon.core.opencl_engine import OpenCLEngine
-
     mass, speed = 2.0, 5.0
     outcomes = []
     for threshold in (0.1 * mass * speed, None):
